@@ -1,0 +1,33 @@
+// Reports the process's exit code. Frida reaps the child itself, so the host cannot waitpid() for it:
+// the agent catches exit()/_exit() and blocks until the host acknowledges, so the code is never lost.
+
+import { emit, ExitAck } from "./protocol.js";
+
+let reported = false;
+
+function report(code: number): void {
+  if (reported) {
+    return;
+  }
+  reported = true;
+  emit({ type: "process_exit", code });
+  recv("exit_ack", (_ack: ExitAck) => {}).wait();
+}
+
+export function installExitHooks(): void {
+  for (const name of ["exit", "_exit", "_Exit"]) {
+    const address = Module.findGlobalExportByName(name);
+    if (address === null) {
+      continue;
+    }
+    try {
+      Interceptor.attach(address, {
+        onEnter(args) {
+          report(args[0].toInt32() & 0xff);
+        },
+      });
+    } catch (e) {
+      emit({ type: "log", level: "warning", message: `cannot hook ${name}: ${e}` });
+    }
+  }
+}

@@ -1,0 +1,3 @@
+from strobe.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""The long-running daemon: socket server, proxy, and the session manager."""

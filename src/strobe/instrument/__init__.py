@@ -1,0 +1,1 @@
+"""Everything that talks to Frida: the agent build, the worker thread, spawning and messages."""

@@ -1,0 +1,74 @@
+"""debug_query: filters in, a page of the session's timeline out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strobe.mcp.models import QueryRequest
+from strobe.mcp.registry import Tool, ToolContext
+from strobe.settings import load_settings
+from strobe.store.query import UNSET, EventFilter, TextMatch, parse_time
+from strobe.store.schema import EventKind
+
+
+def to_filter(req: QueryRequest) -> EventFilter:
+    return EventFilter(
+        kind=EventKind.from_wire(req.eventType) if req.eventType else None,
+        function=TextMatch(**req.function.model_dump()) if req.function else None,
+        source_file=TextMatch(**req.sourceFile.model_dump()) if req.sourceFile else None,
+        return_equals=(
+            req.returnValue.equals
+            if req.returnValue is not None and "equals" in req.returnValue.model_fields_set
+            else UNSET
+        ),
+        return_is_null=req.returnValue.isNull if req.returnValue else None,
+        thread_name_contains=req.threadName.contains if req.threadName else None,
+        time_from=parse_time(req.timeFrom) if req.timeFrom is not None else None,
+        time_to=parse_time(req.timeTo) if req.timeTo is not None else None,
+        min_duration_ns=req.minDurationNs,
+        pid=req.pid,
+    )
+
+
+async def query(ctx: ToolContext, req: QueryRequest) -> dict[str, Any]:
+    manager = ctx.manager
+    record = await manager.get_record(req.sessionId)
+    settings = load_settings(ctx.paths, record.project_root)
+    page = await manager.query(
+        record, to_filter(req), limit=req.limit, offset=req.offset, verbose=req.verbose, settings=settings
+    )
+    result: dict[str, Any] = {"events": page.events, "totalCount": page.total_count, "hasMore": page.has_more}
+    if page.pids:
+        result["pids"] = page.pids
+    result["sessionStatus"] = record.status.value
+    if record.status.value != "running" and record.exit_code is not None:
+        result["exitCode"] = record.exit_code
+    warnings = list(settings.warnings)
+    if record.trimmed:
+        warnings.append(
+            f"{record.trimmed} oldest events were dropped by the per-session limit "
+            f"(events.maxPerSession = {settings.max_events_per_session}); raise it in "
+            f"{record.project_root}/.strobe/settings.json or narrow your trace patterns."
+        )
+    if warnings:
+        result["warnings"] = warnings
+    if page.has_more:
+        result["hint"] = f"More events: repeat with offset {req.offset + len(page.events)}."
+    return result
+
+
+TOOLS = (
+    Tool(
+        "debug_query",
+        QueryRequest,
+        "Read a session's timeline: the program's stdout/stderr lines, function enter/exit events, crashes "
+        "and variable snapshots, oldest first. Start with eventType 'stderr' or 'stdout' right after "
+        "debug_launch; narrow with function {equals|contains|matches}, sourceFile, returnValue "
+        "{equals|isNull}, threadName {contains}, minDurationNs, pid, and timeFrom/timeTo (ns since start, "
+        "\"2s\", or \"-5s\" = 5 s before the latest event). Returns {events, totalCount, hasMore}; page with "
+        "limit (1-500, default 50) and offset. verbose adds arguments, return values, thread and parent ids. "
+        "Works on running and exited sessions.\n"
+        'Example: {"sessionId": "server-2026-02-05-14h32", "eventType": "stderr", "limit": 20}',
+        query,
+    ),
+)

@@ -1,0 +1,34 @@
+"""The tool table: a name, an input model, an LLM-facing description and an async handler per tool."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from strobe.daemon.sessions import SessionManager
+from strobe.paths import StrobePaths
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    manager: SessionManager
+    paths: StrobePaths
+
+
+Handler = Callable[[ToolContext, Any], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    model: type[BaseModel]
+    description: str
+    handler: Handler
+
+    def input_schema(self) -> dict[str, Any]:
+        schema = self.model.model_json_schema()
+        schema.pop("title", None)
+        return schema

@@ -1,0 +1,94 @@
+"""debug_launch, debug_stop, debug_list_sessions, debug_delete_session."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strobe.instrument.command import resolve_command
+from strobe.mcp.models import DeleteSessionRequest, LaunchRequest, ListSessionsRequest, StopRequest
+from strobe.mcp.registry import Tool, ToolContext
+from strobe.settings import load_settings
+
+
+async def launch(ctx: ToolContext, req: LaunchRequest) -> dict[str, Any]:
+    settings = load_settings(ctx.paths, req.projectRoot)
+    command = resolve_command(req.command, req.args, req.cwd, req.projectRoot)
+    live = await ctx.manager.launch(command, req.projectRoot, req.env, settings)
+    sid = live.record.id
+    result: dict[str, Any] = {
+        "sessionId": sid,
+        "pid": live.pid,
+        "nextSteps": (
+            f"The process is running and its stdout/stderr are being captured. Read the output first: "
+            f"debug_query({{sessionId: '{sid}', eventType: 'stderr'}}) (and 'stdout'). Add function traces "
+            "with debug_trace only if the output does not explain the problem; "
+            f"call debug_stop({{sessionId: '{sid}'}}) when done."
+        ),
+    }
+    if settings.warnings:
+        result["warnings"] = list(settings.warnings)
+    return result
+
+
+async def stop(ctx: ToolContext, req: StopRequest) -> dict[str, Any]:
+    events, trimmed = await ctx.manager.stop(req.sessionId, req.retain)
+    result: dict[str, Any] = {"success": True, "eventsCollected": events}
+    if trimmed:
+        result["eventsDropped"] = trimmed
+    if req.retain:
+        result["hint"] = (
+            f"Session kept: query it with debug_query, delete it with "
+            f"debug_delete_session({{sessionId: '{req.sessionId}'}})."
+        )
+    return result
+
+
+async def list_sessions(ctx: ToolContext, req: ListSessionsRequest) -> dict[str, Any]:
+    records = await ctx.manager.list_sessions()
+    return {"sessions": [record.to_wire() for record in records]}
+
+
+async def delete_session(ctx: ToolContext, req: DeleteSessionRequest) -> dict[str, Any]:
+    await ctx.manager.delete(req.sessionId)
+    return {"success": True}
+
+
+TOOLS = (
+    Tool(
+        "debug_launch",
+        LaunchRequest,
+        "Start a program under Strobe's debugger and return at once with a sessionId. Every byte the program "
+        "writes to stdout/stderr is captured as timeline events; nothing else is traced until you ask with "
+        "debug_trace. Use it instead of running the program from a shell when you need to see what it does. "
+        "Returns {sessionId, pid, nextSteps}. Launching a binary that already has a running session fails "
+        "with SESSION_EXISTS (stop that session first).\n"
+        'Example: {"command": "./build/server", "args": ["--port", "8080"], "projectRoot": "/home/me/app"}',
+        launch,
+    ),
+    Tool(
+        "debug_stop",
+        StopRequest,
+        "End a session: kills its process if still running and deletes the captured events, unless "
+        "retain is true, which keeps them queryable (see debug_list_sessions). Returns "
+        "{success, eventsCollected}.\n"
+        'Example: {"sessionId": "server-2026-02-05-14h32", "retain": true}',
+        stop,
+    ),
+    Tool(
+        "debug_list_sessions",
+        ListSessionsRequest,
+        "List every session Strobe holds: running ones, ones whose process exited (still queryable), and "
+        "retained ones. Each has sessionId, binaryPath, pid, startedAt/endedAt (unix ms), status "
+        "(running | exited | stopped) and exitCode once ended. Takes no parameters.\n"
+        "Example: {}",
+        list_sessions,
+    ),
+    Tool(
+        "debug_delete_session",
+        DeleteSessionRequest,
+        "Delete an ended (exited or retained) session and all its events. A running session must be "
+        "stopped with debug_stop instead. Returns {success}.\n"
+        'Example: {"sessionId": "server-2026-02-05-14h32"}',
+        delete_session,
+    ),
+)

@@ -1,0 +1,60 @@
+"""The daemon's composition root: store + sessions + MCP server + socket listener, wired together."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import Any
+
+from strobe.daemon.server import DaemonLock, DaemonServer, IdleClock
+from strobe.daemon.sessions import SessionManager
+from strobe.daemon.transport import socket_streams
+from strobe.mcp.app import build_server
+from strobe.mcp.registry import ToolContext
+from strobe.paths import StrobePaths
+
+log = logging.getLogger("strobe")
+
+
+def configure_logging(paths: StrobePaths) -> None:
+    handler = logging.FileHandler(paths.log_file, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(os.environ.get("STROBE_LOG_LEVEL", "INFO").upper())
+
+
+async def _serve(paths: StrobePaths) -> None:
+    manager = SessionManager(paths)
+    await manager.start()
+    idle = IdleClock()
+    mcp_server = build_server(ToolContext(manager=manager, paths=paths), idle.activity)
+    init_options = mcp_server.create_initialization_options()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Any:
+        async with socket_streams(reader, writer) as (read_stream, write_stream):
+            await mcp_server.run(read_stream, write_stream, init_options)
+
+    try:
+        await DaemonServer(paths, idle, handle).serve()
+    finally:
+        await manager.close()
+
+
+def run_daemon(paths: StrobePaths) -> int:
+    """Serve until idle. Returns 0 at once if another daemon already owns this STROBE_HOME."""
+    paths.ensure_home()
+    lock = DaemonLock(paths)
+    if not lock.acquire():
+        return 0
+    try:
+        configure_logging(paths)
+        asyncio.run(_serve(paths))
+        log.info("daemon %d exited", os.getpid())
+        return 0
+    except Exception:
+        log.exception("daemon crashed")
+        return 1
+    finally:
+        lock.release()

@@ -1,0 +1,100 @@
+"""Settings: built-in defaults < $STROBE_HOME/settings.json < <projectRoot>/.strobe/settings.json.
+
+Read afresh on every tool call. A bad file or value never fails a call: it falls back to the default and
+the caller gets a warning naming the file, the key and the accepted range.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from strobe.paths import StrobePaths
+
+
+@dataclass(frozen=True)
+class SettingSpec:
+    key: str
+    default: int
+    minimum: int
+    maximum: int
+    description: str
+
+
+SETTING_SPECS: tuple[SettingSpec, ...] = (
+    SettingSpec(
+        "events.maxPerSession", 200_000, 1, 10_000_000,
+        "Per-session event limit; the oldest events are dropped first (FIFO).",
+    ),
+    SettingSpec(
+        "test.statusRetryMs", 5_000, 500, 60_000,
+        "Base polling delay suggested by debug_test_status.",
+    ),
+    SettingSpec(
+        "daemon.idleTimeoutMs", 30 * 60 * 1000, 100, 7 * 24 * 3600 * 1000,
+        "The daemon exits after this long without a tool call (global settings only).",
+    ),
+)
+_SPECS_BY_KEY = {spec.key: spec for spec in SETTING_SPECS}
+
+
+@dataclass(frozen=True)
+class Settings:
+    values: dict[str, int]
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def max_events_per_session(self) -> int:
+        return self.values["events.maxPerSession"]
+
+    @property
+    def test_status_retry_ms(self) -> int:
+        return self.values["test.statusRetryMs"]
+
+    @property
+    def idle_timeout_ms(self) -> int:
+        return self.values["daemon.idleTimeoutMs"]
+
+
+def _read_layer(path: Path, values: dict[str, int], warnings: list[str]) -> None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        warnings.append(f"{path}: cannot be read ({exc.strerror}); using defaults for its keys.")
+        return
+    try:
+        data: Any = json.loads(text)
+    except json.JSONDecodeError as exc:
+        warnings.append(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}); file ignored.")
+        return
+    if not isinstance(data, dict):
+        warnings.append(f"{path}: expected a JSON object of settings; file ignored.")
+        return
+    for key, raw in data.items():
+        spec = _SPECS_BY_KEY.get(key)
+        if spec is None:
+            known = ", ".join(_SPECS_BY_KEY)
+            warnings.append(f"{path}: unknown setting '{key}' ignored (known: {known}).")
+            continue
+        is_number = isinstance(raw, int | float) and not isinstance(raw, bool)
+        if not is_number or raw != int(raw) or not spec.minimum <= int(raw) <= spec.maximum:
+            warnings.append(
+                f"{path}: '{key}' = {json.dumps(raw)} is invalid (an integer from {spec.minimum:,} to "
+                f"{spec.maximum:,}); using {values[key]:,}."
+            )
+            continue
+        values[key] = int(raw)
+
+
+def load_settings(paths: StrobePaths, project_root: str | Path | None = None) -> Settings:
+    """Resolve the settings for one call, most specific file last."""
+    values = {spec.key: spec.default for spec in SETTING_SPECS}
+    warnings: list[str] = []
+    _read_layer(paths.settings_file, values, warnings)
+    if project_root is not None:
+        _read_layer(Path(project_root) / ".strobe" / "settings.json", values, warnings)
+    return Settings(values, tuple(warnings))

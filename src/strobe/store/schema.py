@@ -1,0 +1,117 @@
+"""Table layout and connection set-up.
+
+Rows are narrow and mostly integers so the single writer can keep up with tracing: names live once in
+`functions`, thread names once in `threads`, and JSON payloads are only stored where they exist.
+Event ids are global integers assigned by the writer; the agent-facing id is "{sessionId}-{id}".
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from enum import IntEnum
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+
+
+class EventKind(IntEnum):
+    FUNCTION_ENTER = 1
+    FUNCTION_EXIT = 2
+    STDOUT = 3
+    STDERR = 4
+    CRASH = 5
+    VARIABLE_SNAPSHOT = 6
+
+    @property
+    def wire_name(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def from_wire(cls, name: str) -> EventKind:
+        return cls[name.upper()]
+
+
+OUTPUT_KINDS = (EventKind.STDOUT, EventKind.STDERR)
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sessions (
+    key INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    binary_path TEXT NOT NULL,
+    project_root TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    started_at INTEGER NOT NULL,          -- unix time, milliseconds
+    ended_at INTEGER,
+    status TEXT NOT NULL,                 -- running | exited | stopped
+    exit_code INTEGER,
+    retained INTEGER NOT NULL DEFAULT 0,
+    trimmed INTEGER NOT NULL DEFAULT 0    -- events dropped by the per-session FIFO limit
+);
+CREATE TABLE IF NOT EXISTS processes (
+    session INTEGER NOT NULL,
+    pid INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    exit_code INTEGER,
+    started_at INTEGER NOT NULL,
+    ended_at INTEGER,
+    PRIMARY KEY (session, pid)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS functions (
+    key INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    raw TEXT,
+    file TEXT,
+    line INTEGER
+);
+CREATE TABLE IF NOT EXISTS threads (
+    session INTEGER NOT NULL,
+    pid INTEGER NOT NULL,
+    tid INTEGER NOT NULL,
+    name TEXT,
+    PRIMARY KEY (session, pid, tid)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY,
+    session INTEGER NOT NULL,
+    ts INTEGER NOT NULL,                  -- ns since session start
+    kind INTEGER NOT NULL,                -- EventKind
+    pid INTEGER,
+    tid INTEGER,
+    func INTEGER,                         -- functions.key
+    parent INTEGER,                       -- events.id of the caller's enter event
+    duration INTEGER,
+    retval,                               -- integer, text or JSON text
+    sampled INTEGER,
+    text TEXT,                            -- stdout/stderr line
+    args TEXT,                            -- JSON
+    extra TEXT                            -- JSON: watch values, crash details, snapshots
+);
+CREATE INDEX IF NOT EXISTS events_by_time ON events (session, ts);
+"""
+
+# Column order of an event row as submitted to the writer (the writer prepends the id).
+EVENT_COLUMNS = (
+    "session", "ts", "kind", "pid", "tid", "func", "parent", "duration",
+    "retval", "sampled", "text", "args", "extra",
+)
+
+
+def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
+    """Open the store with the pragmas every connection needs; the writer also creates the schema."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
+    conn.execute("PRAGMA busy_timeout = 30000")
+    if readonly:
+        conn.execute("PRAGMA query_only = 1")
+        return conn
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = OFF")
+    conn.executescript(_DDL)
+    conn.execute(
+        "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+    )
+    return conn

@@ -1,0 +1,178 @@
+"""Session and process rows. Write functions take the writer's connection (run them via Writer.call);
+read functions take any connection."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class SessionStatus(StrEnum):
+    RUNNING = "running"
+    EXITED = "exited"
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    key: int
+    id: str
+    binary_path: str
+    project_root: str
+    pid: int
+    started_at: int
+    ended_at: int | None
+    status: SessionStatus
+    exit_code: int | None
+    retained: bool
+    trimmed: int
+
+    def to_wire(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "sessionId": self.id,
+            "binaryPath": self.binary_path,
+            "pid": self.pid,
+            "startedAt": self.started_at,
+            "endedAt": self.ended_at,
+            "status": self.status.value,
+        }
+        if self.status is not SessionStatus.RUNNING:
+            out["exitCode"] = self.exit_code
+        if self.retained:
+            out["retained"] = True
+        return out
+
+
+_COLUMNS = "key, id, binary_path, project_root, pid, started_at, ended_at, status, exit_code, retained, trimmed"
+
+
+def _record(row: tuple[object, ...]) -> SessionRecord:
+    key, sid, binary, root, pid, started, ended, status, code, retained, trimmed = row
+    return SessionRecord(
+        key=int(key),  # type: ignore[call-overload]
+        id=str(sid),
+        binary_path=str(binary),
+        project_root=str(root),
+        pid=int(pid),  # type: ignore[call-overload]
+        started_at=int(started),  # type: ignore[call-overload]
+        ended_at=None if ended is None else int(ended),  # type: ignore[call-overload]
+        status=SessionStatus(status),
+        exit_code=None if code is None else int(code),  # type: ignore[call-overload]
+        retained=bool(retained),
+        trimmed=int(trimmed),  # type: ignore[call-overload]
+    )
+
+
+# ---- writes (writer thread) ----------------------------------------------------------------------
+
+
+def insert_session(
+    conn: sqlite3.Connection, base_id: str, binary_path: str, project_root: str, pid: int, started_at: int
+) -> SessionRecord:
+    """Insert a running session under `base_id`, or `base_id-2`, `-3`… if that id is taken."""
+    taken = {
+        row[0]
+        for row in conn.execute(
+            "SELECT id FROM sessions WHERE id = ? OR id LIKE ? ESCAPE '\\'",
+            (base_id, _like_prefix(base_id) + "-%"),
+        )
+    }
+    session_id = base_id
+    n = 2
+    while session_id in taken:
+        session_id = f"{base_id}-{n}"
+        n += 1
+    cursor = conn.execute(
+        "INSERT INTO sessions (id, binary_path, project_root, pid, started_at, status) VALUES (?, ?, ?, ?, ?, ?)",
+        (session_id, binary_path, project_root, pid, started_at, SessionStatus.RUNNING.value),
+    )
+    key = cursor.lastrowid
+    assert key is not None
+    conn.execute(
+        "INSERT INTO processes (session, pid, status, started_at) VALUES (?, ?, ?, ?)",
+        (key, pid, SessionStatus.RUNNING.value, started_at),
+    )
+    record = get_session_by_key(conn, key)
+    assert record is not None
+    return record
+
+
+def finish_process(
+    conn: sqlite3.Connection, session: int, pid: int, status: SessionStatus, exit_code: int | None, ended_at: int
+) -> None:
+    conn.execute(
+        "UPDATE processes SET status = ?, exit_code = ?, ended_at = ? WHERE session = ? AND pid = ?",
+        (status.value, exit_code, ended_at, session, pid),
+    )
+    conn.execute(
+        "UPDATE sessions SET status = ?, exit_code = ?, ended_at = ? WHERE key = ? AND pid = ? AND status = ?",
+        (status.value, exit_code, ended_at, session, pid, SessionStatus.RUNNING.value),
+    )
+
+
+def retain_session(conn: sqlite3.Connection, session: int, ended_at: int) -> None:
+    conn.execute(
+        "UPDATE sessions SET retained = 1, ended_at = coalesce(ended_at, ?), "
+        "status = CASE status WHEN 'running' THEN 'stopped' ELSE status END WHERE key = ?",
+        (ended_at, session),
+    )
+
+
+def delete_session(conn: sqlite3.Connection, session: int) -> int:
+    """Delete a session and everything it captured; returns how many events went with it."""
+    deleted = conn.execute("DELETE FROM events WHERE session = ?", (session,)).rowcount
+    conn.execute("DELETE FROM threads WHERE session = ?", (session,))
+    conn.execute("DELETE FROM processes WHERE session = ?", (session,))
+    conn.execute("DELETE FROM sessions WHERE key = ?", (session,))
+    return deleted
+
+
+def close_orphaned_sessions(conn: sqlite3.Connection, now: int) -> list[str]:
+    """Sessions left 'running' by a daemon that died can no longer be traced: mark them stopped, kept."""
+    ids = [row[0] for row in conn.execute("SELECT id FROM sessions WHERE status = 'running'")]
+    conn.execute("UPDATE processes SET status = 'stopped', ended_at = ? WHERE status = 'running'", (now,))
+    conn.execute(
+        "UPDATE sessions SET status = 'stopped', retained = 1, ended_at = ? WHERE status = 'running'", (now,)
+    )
+    return ids
+
+
+def purge_retained_before(conn: sqlite3.Connection, cutoff: int) -> list[str]:
+    """Delete ended sessions whose end is older than `cutoff` (unix ms)."""
+    rows = conn.execute(
+        "SELECT key, id FROM sessions WHERE status != 'running' AND ended_at < ?", (cutoff,)
+    ).fetchall()
+    for key, _ in rows:
+        delete_session(conn, key)
+    return [sid for _, sid in rows]
+
+
+# ---- reads (any connection) ----------------------------------------------------------------------
+
+
+def get_session(conn: sqlite3.Connection, session_id: str) -> SessionRecord | None:
+    row = conn.execute(f"SELECT {_COLUMNS} FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    return None if row is None else _record(row)
+
+
+def get_session_by_key(conn: sqlite3.Connection, key: int) -> SessionRecord | None:
+    row = conn.execute(f"SELECT {_COLUMNS} FROM sessions WHERE key = ?", (key,)).fetchone()
+    return None if row is None else _record(row)
+
+
+def list_sessions(conn: sqlite3.Connection) -> list[SessionRecord]:
+    return [_record(row) for row in conn.execute(f"SELECT {_COLUMNS} FROM sessions ORDER BY started_at, key")]
+
+
+def count_events(conn: sqlite3.Connection, session: int) -> int:
+    return int(conn.execute("SELECT count(*) FROM events WHERE session = ?", (session,)).fetchone()[0])
+
+
+def session_pids(conn: sqlite3.Connection, session: int) -> list[int]:
+    return [int(r[0]) for r in conn.execute("SELECT pid FROM processes WHERE session = ? ORDER BY started_at, pid",
+                                            (session,))]
+
+
+def _like_prefix(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
