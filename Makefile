@@ -1,0 +1,26 @@
+# The two commands a newcomer needs:
+#   make demo   - set everything up, build the buggy example and drive a real MCP session against it
+#   make test   - set everything up and run the whole test suite
+VENV := .venv
+STAMP := $(VENV)/.bootstrap-stamp
+
+.PHONY: setup demo test lint typecheck clean
+
+$(STAMP): pyproject.toml scripts/bootstrap.sh
+	./scripts/bootstrap.sh
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(VENV)/bin/python examples/demo.py
+
+test: setup
+	$(VENV)/bin/python -m pytest
+
+lint: setup
+	$(VENV)/bin/ruff check src tests examples
+	$(VENV)/bin/mypy
+
+clean:
+	rm -rf $(VENV) build examples/build .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Set up everything Strobe and its tests need on a fresh Debian/Ubuntu machine: system packages
+# (only when missing), a virtualenv in .venv, and the package with its dev dependencies.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON="${PYTHON:-python3}"
+need_apt=()
+
+command -v "$PYTHON" >/dev/null || { echo "bootstrap: $PYTHON not found; install Python 3.11+" >&2; exit 1; }
+"$PYTHON" - <<'PY' || { echo "bootstrap: Python 3.11 or newer is required" >&2; exit 1; }
+import sys
+raise SystemExit(0 if sys.version_info >= (3, 11) else 1)
+PY
+command -v gcc >/dev/null || need_apt+=(gcc libc6-dev)
+command -v make >/dev/null || need_apt+=(make)
+"$PYTHON" -c "import venv, ensurepip" 2>/dev/null || need_apt+=(python3-venv)
+
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "bootstrap: installing ${need_apt[*]} with apt-get"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[dev]'
+echo "bootstrap: ready (.venv)"

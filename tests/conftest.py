@@ -1,0 +1,182 @@
+"""Shared fixtures: a private STROBE_HOME per test, C targets compiled at test time, and an MCP client
+that talks to a real `strobe mcp` subprocess. Every test that starts a daemon shuts it down and fails
+if any process started under its STROBE_HOME is left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+TARGETS = Path(__file__).parent / "targets"
+T = TypeVar("T")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def build_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="strobe-targets-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def c_target(build_dir: Path) -> Callable[[str], Path]:
+    """Compile tests/targets/<name>.c with debug info (once per test session) and return the binary."""
+
+    def build(name: str) -> Path:
+        out = build_dir / name
+        if not out.exists():
+            subprocess.run(
+                ["gcc", "-g", "-O0", "-pthread", "-o", str(out), str(TARGETS / f"{name}.c")],
+                check=True,
+            )
+        return out
+
+    return build
+
+
+def processes_under(home: Path) -> list[int]:
+    """Pids whose environment carries STROBE_HOME=<home>: the daemon and everything it launched."""
+    marker = f"STROBE_HOME={home}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z" and marker in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
+def shutdown_daemon(home: Path) -> None:
+    env = {**os.environ, "STROBE_HOME": str(home)}
+    subprocess.run([sys.executable, "-m", "strobe", "shutdown"], env=env, check=False, timeout=30)
+
+
+@pytest.fixture
+def strobe_home() -> Iterator[Path]:
+    """A short private home (unix socket paths are limited to ~107 bytes)."""
+    home = Path(tempfile.mkdtemp(prefix="sh-", dir="/tmp"))
+    yield home
+    shutdown_daemon(home)
+    leftovers = processes_under(home)
+    for pid in leftovers:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    shutil.rmtree(home, ignore_errors=True)
+    assert not leftovers, f"processes left behind under {home}: {leftovers}"
+
+
+class ToolError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class StrobeClient:
+    """A real MCP client session with `strobe mcp`, as an agent would have."""
+
+    def __init__(self, session: ClientSession) -> None:
+        self.session = session
+
+    async def call(self, tool: str, **arguments: Any) -> dict[str, Any]:
+        result = await self.session.call_tool(tool, arguments)
+        payload = json.loads(result.content[0].text)  # type: ignore[union-attr]
+        if result.is_error:
+            raise ToolError(payload["error"]["code"], payload["error"]["message"])
+        assert isinstance(payload, dict)
+        return payload
+
+    async def error(self, tool: str, **arguments: Any) -> ToolError:
+        try:
+            await self.call(tool, **arguments)
+        except ToolError as exc:
+            return exc
+        raise AssertionError(f"{tool}({arguments}) succeeded but an error was expected")
+
+    async def wait_for_status(self, session_id: str, status: str, timeout: float = 15.0) -> dict[str, Any]:
+        async def check() -> dict[str, Any] | None:
+            sessions = (await self.call("debug_list_sessions"))["sessions"]
+            match = [s for s in sessions if s["sessionId"] == session_id]
+            return match[0] if match and match[0]["status"] == status else None
+
+        return await poll(check, timeout, f"session {session_id} to become {status}")
+
+    async def all_events(self, session_id: str, **filters: Any) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+        while True:
+            page = await self.call("debug_query", sessionId=session_id, limit=500, offset=len(events), **filters)
+            events += page["events"]
+            if not page["hasMore"]:
+                return events
+
+
+async def poll(check: Callable[[], Awaitable[T | None]], timeout: float, what: str) -> T:
+    """Call `check` until it returns something other than None, or fail after `timeout` seconds."""
+    import anyio
+
+    deadline = time.monotonic() + timeout
+    delay = 0.02
+    while True:
+        value = await check()
+        if value is not None:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await anyio.sleep(delay)
+        delay = min(delay * 2, 0.25)
+
+
+@asynccontextmanager
+async def connect(home: Path) -> AsyncIterator[StrobeClient]:
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "strobe", "mcp"], env={"STROBE_HOME": str(home)}
+    )
+    async with AsyncExitStack() as stack:
+        read, write = await stack.enter_async_context(stdio_client(params))
+        session = await stack.enter_async_context(ClientSession(read, write))
+        await session.initialize()
+        yield StrobeClient(session)
+
+
+@pytest.fixture
+async def strobe(strobe_home: Path) -> AsyncIterator[StrobeClient]:
+    async with connect(strobe_home) as client:
+        yield client
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    return root
+
+
+def write_settings(directory: Path, values: dict[str, Any]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "settings.json").write_text(json.dumps(values))
