@@ -32,7 +32,7 @@ from strobe.store.writer import Writer
 
 log = logging.getLogger(__name__)
 
-STREAM_DRAIN_TIMEOUT_S = 2.0
+STREAM_DRAIN_TIMEOUT_S = 5.0
 STOP_TIMEOUT_S = 5.0
 RETENTION_MS = 7 * 24 * 3600 * 1000
 
@@ -163,7 +163,11 @@ class SessionManager:
 
     async def _settle(self, live: LiveSession, reason: str) -> None:
         """The process is gone: let its last output drain, then record how it ended."""
-        await asyncio.to_thread(live.streams_closed.wait, STREAM_DRAIN_TIMEOUT_S)
+        if not await asyncio.to_thread(live.streams_closed.wait, STREAM_DRAIN_TIMEOUT_S):
+            log.warning(
+                "session %s: stdout/stderr still open %.0fs after the process ended (a child holds them?)",
+                live.record.id, STREAM_DRAIN_TIMEOUT_S,
+            )
         log.info("session %s: process %d gone (%s), exit code %s", live.record.id, live.pid, reason, live.exit_code)
         await self._finish(live, SessionStatus.STOPPED if live.stopping else SessionStatus.EXITED)
 

@@ -28,6 +28,9 @@ from strobe.instrument.protocol import (
 log = logging.getLogger(__name__)
 
 HANDSHAKE_TIMEOUT_S = 10.0
+FRIDA_ERRORS: tuple[type[Exception], ...] = tuple(
+    getattr(frida, name) for name in dir(frida) if name.endswith("Error") and isinstance(getattr(frida, name), type)
+)
 
 
 class ProcessObserver(Protocol):
@@ -69,17 +72,15 @@ class Launcher:
         device = self._get_device()
         try:
             pid = int(device.spawn(argv, cwd=cwd, env=env or None, stdio="pipe"))
-        except frida.ExecutableNotFoundError as exc:
-            raise FridaAttachFailed(f"Frida could not start {argv[0]}: {exc}. Check the path.") from exc
-        except frida.NotSupportedError as exc:
+        except frida.ExecutableNotSupportedError as exc:
             raise FridaAttachFailed(
-                f"Frida cannot spawn {argv[0]}: {exc}. Only native executables (ELF) can be launched directly; "
-                "for a script pass its interpreter as command."
+                f"Frida cannot run {argv[0]}: {exc}. Only native executables (ELF) can be launched directly; "
+                "for a script, pass its interpreter as command and the script in args."
             ) from exc
-        except frida.PermissionDeniedError as exc:
-            raise FridaAttachFailed(f"Frida was denied starting {argv[0]}: {exc}. Check file permissions.") from exc
-        except frida.InvalidArgumentError as exc:
-            raise FridaAttachFailed(f"Frida refused to start {argv[0]}: {exc}.") from exc
+        except FRIDA_ERRORS as exc:
+            raise FridaAttachFailed(
+                f"Frida could not start {argv[0]}: {exc}. Check that it runs from a shell as the same user."
+            ) from exc
         with self._lock:
             self._observers[pid] = observer
         try:
@@ -100,16 +101,18 @@ class Launcher:
                 f"Frida was denied attaching to pid {pid}: {exc}. Check ptrace permissions "
                 "(/proc/sys/kernel/yama/ptrace_scope) or run as the process owner."
             ) from exc
+        except FRIDA_ERRORS as exc:
+            raise FridaAttachFailed(f"Frida could not attach to pid {pid}: {exc}.") from exc
         session.on("detached", lambda reason, crash: self._on_detached(pid, reason))
         try:
             script = session.create_script(agent_js, name="strobe-agent")
-        except (frida.InvalidArgumentError, frida.InvalidOperationError) as exc:
+        except FRIDA_ERRORS as exc:
             raise FridaAttachFailed(f"The Strobe agent could not be created in pid {pid}: {exc}.") from exc
         handle = ProcessHandle(pid=pid, session=session, script=script, observer=observer)
         script.on("message", lambda message, data: self._on_message(handle, message, data))
         try:
             script.load()
-        except (frida.InvalidOperationError, frida.TransportError) as exc:
+        except FRIDA_ERRORS as exc:
             raise FridaAttachFailed(f"The Strobe agent failed to load in pid {pid}: {exc}.") from exc
         if not handle.loaded.wait(HANDSHAKE_TIMEOUT_S):
             raise FridaAttachFailed(
@@ -123,14 +126,14 @@ class Launcher:
     def resume(self, pid: int) -> None:
         try:
             self._get_device().resume(pid)
-        except frida.ProcessNotFoundError as exc:
-            raise FridaAttachFailed(f"The process {pid} exited before it could be resumed: {exc}.") from exc
+        except FRIDA_ERRORS as exc:
+            raise FridaAttachFailed(f"The process {pid} could not be resumed: {exc}. Launch it again.") from exc
 
     def kill(self, pid: int) -> None:
         try:
             self._get_device().kill(pid)
-        except (frida.ProcessNotFoundError, frida.InvalidArgumentError, frida.InvalidOperationError):
-            pass
+        except FRIDA_ERRORS:
+            pass  # already gone
 
     def forget(self, pid: int) -> None:
         with self._lock:
@@ -160,8 +163,8 @@ class Launcher:
             handle.observer.on_exit_code(handle.pid, payload.code)
             try:
                 handle.script.post(EXIT_ACK)
-            except (frida.InvalidOperationError, frida.TransportError):
-                pass
+            except FRIDA_ERRORS:
+                pass  # the process is already tearing down
         elif isinstance(payload, AgentLoaded):
             if payload.protocolVersion != PROTOCOL_VERSION:
                 handle.handshake_error = (
