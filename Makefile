@@ -15,7 +15,7 @@ setup: $(STAMP)
 demo: setup
 	$(VENV)/bin/python examples/demo.py
 
-test: setup
+test: setup lint
 	$(VENV)/bin/python -m pytest
 
 lint: setup

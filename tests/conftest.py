@@ -4,6 +4,7 @@ if any process started under its STROBE_HOME is left behind."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -83,10 +84,8 @@ def strobe_home() -> Iterator[Path]:
     shutdown_daemon(home)
     leftovers = processes_under(home)
     for pid in leftovers:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     shutil.rmtree(home, ignore_errors=True)
     assert not leftovers, f"processes left behind under {home}: {leftovers}"
 

@@ -113,10 +113,9 @@ class Proxy:
     def _send(self, data: bytes) -> None:
         if self._sock is None:
             return
-        try:
+        # On failure the socket pump notices, reconnects and resends pending requests.
+        with contextlib.suppress(OSError):
             self._sock.sendall(data if data.endswith(b"\n") else data + b"\n")
-        except OSError:
-            pass  # the socket pump notices and reconnects, resending pending requests
 
     # daemon -> client
     def _pump_socket(self) -> int:

@@ -8,6 +8,7 @@ output that preceded them.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import time
@@ -104,7 +105,7 @@ class SessionManager:
     async def close(self) -> None:
         for live in list(self._live.values()):
             live.stopping = True
-            await self.worker.run(lambda live=live: self.launcher.kill(live.pid))
+            await self.worker.run(functools.partial(self.launcher.kill, live.pid))
         for live in list(self._live.values()):
             try:
                 await asyncio.wait_for(live.finished.wait(), STOP_TIMEOUT_S)

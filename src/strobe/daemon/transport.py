@@ -17,10 +17,11 @@ log = logging.getLogger(__name__)
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 
+Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
+
+
 @asynccontextmanager
-async def socket_streams(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-) -> AsyncIterator[tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]]:
+async def socket_streams(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> AsyncIterator[Streams]:
     incoming_send, incoming_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     outgoing_send, outgoing_receive = anyio.create_memory_object_stream[SessionMessage](0)
 

@@ -26,7 +26,7 @@ def agent_source_dir() -> Path:
 
 def source_hash(root: Path) -> str:
     digest = hashlib.sha256()
-    files = sorted(p for p in (root / "src").rglob("*.ts")) + [root / "tsconfig.json"]
+    files = [*sorted((root / "src").rglob("*.ts")), root / "tsconfig.json"]
     for path in files:
         digest.update(str(path.relative_to(root)).encode())
         digest.update(b"\0")
@@ -42,7 +42,7 @@ class AgentCompileError(InternalError):
 
 def compile_agent(root: Path) -> str:
     """Build src/index.ts with full type checking; a type error raises with the compiler's diagnostics."""
-    compiler = frida.Compiler()
+    compiler: Any = frida.Compiler()  # type: ignore[no-untyped-call]
     diagnostics: list[str] = []
 
     def on_diagnostics(items: list[dict[str, Any]]) -> None:

@@ -7,6 +7,7 @@ threads and only hand their data on.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from dataclasses import dataclass, field
@@ -130,10 +131,8 @@ class Launcher:
             raise FridaAttachFailed(f"The process {pid} could not be resumed: {exc}. Launch it again.") from exc
 
     def kill(self, pid: int) -> None:
-        try:
+        with contextlib.suppress(*FRIDA_ERRORS):  # already gone
             self._get_device().kill(pid)
-        except FRIDA_ERRORS:
-            pass  # already gone
 
     def forget(self, pid: int) -> None:
         with self._lock:
@@ -161,10 +160,8 @@ class Launcher:
             return
         if isinstance(payload, ProcessExit):
             handle.observer.on_exit_code(handle.pid, payload.code)
-            try:
+            with contextlib.suppress(*FRIDA_ERRORS):  # the process may already be tearing down
                 handle.script.post(EXIT_ACK)
-            except FRIDA_ERRORS:
-                pass  # the process is already tearing down
         elif isinstance(payload, AgentLoaded):
             if payload.protocolVersion != PROTOCOL_VERSION:
                 handle.handshake_error = (

@@ -63,8 +63,8 @@ def describe_validation_error(exc: pydantic.ValidationError) -> str:
             message = "unknown parameter (check its spelling against the tool's input schema)"
         elif error["type"] == "missing":
             message = "required parameter is missing"
-        got = error.get("input")
-        detail = "" if error["type"] in ("missing", "extra_forbidden") else f" (got {json.dumps(got, default=str)[:80]})"
+        got = json.dumps(error.get("input"), default=str)[:80]
+        detail = "" if error["type"] in ("missing", "extra_forbidden") else f" (got {got})"
         problems.append(f"{where}: {message}{detail}")
     return "Invalid parameters: " + "; ".join(problems) + "."
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 
 class SessionStatus(StrEnum):
@@ -47,20 +48,11 @@ class SessionRecord:
 _COLUMNS = "key, id, binary_path, project_root, pid, started_at, ended_at, status, exit_code, retained, trimmed"
 
 
-def _record(row: tuple[object, ...]) -> SessionRecord:
+def _record(row: tuple[Any, ...]) -> SessionRecord:
     key, sid, binary, root, pid, started, ended, status, code, retained, trimmed = row
     return SessionRecord(
-        key=int(key),  # type: ignore[call-overload]
-        id=str(sid),
-        binary_path=str(binary),
-        project_root=str(root),
-        pid=int(pid),  # type: ignore[call-overload]
-        started_at=int(started),  # type: ignore[call-overload]
-        ended_at=None if ended is None else int(ended),  # type: ignore[call-overload]
-        status=SessionStatus(status),
-        exit_code=None if code is None else int(code),  # type: ignore[call-overload]
-        retained=bool(retained),
-        trimmed=int(trimmed),  # type: ignore[call-overload]
+        key=key, id=sid, binary_path=binary, project_root=root, pid=pid, started_at=started, ended_at=ended,
+        status=SessionStatus(status), exit_code=code, retained=bool(retained), trimmed=trimmed,
     )
 
 
