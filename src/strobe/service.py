@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import logging.handlers
 import os
 from typing import Any
 
@@ -18,7 +19,9 @@ log = logging.getLogger("strobe")
 
 
 def configure_logging(paths: StrobePaths) -> None:
-    handler = logging.FileHandler(paths.log_file, encoding="utf-8")
+    handler = logging.handlers.RotatingFileHandler(
+        paths.log_file, maxBytes=10 * 1024 * 1024, backupCount=2, encoding="utf-8"
+    )
     handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -131,3 +131,27 @@ def test_proxy_writes_only_protocol_bytes(strobe_home: Path) -> None:
     for tool in replies[1]["result"]["tools"]:
         assert "Example" in tool["description"] and tool["inputSchema"]["type"] == "object"
     assert json.loads(replies[2]["result"]["content"][0]["text"]) == {"sessions": []}
+
+
+async def test_shutdown_kills_targets_and_keeps_their_sessions(
+    strobe_home: Path, c_target: Callable[[str], Path], project: Path
+) -> None:
+    async with connect(strobe_home) as client:
+        launched = await client.call("debug_launch", command=str(c_target("sleeper")), projectRoot=str(project))
+        await poll(
+            lambda: _some(client.call("debug_query", sessionId=launched["sessionId"], eventType="stdout")), 10, "output"
+        )
+        result = subprocess.run(
+            [sys.executable, "-m", "strobe", "shutdown"], env={**os.environ, "STROBE_HOME": str(strobe_home)},
+            timeout=30, check=False,
+        )
+        assert result.returncode == 0
+        assert not alive(launched["pid"])
+        sessions = (await client.call("debug_list_sessions"))["sessions"]  # through a fresh daemon
+        assert [(s["status"], s["retained"]) for s in sessions] == [("stopped", True)]
+        assert (await client.call("debug_query", sessionId=launched["sessionId"]))["totalCount"] == 5
+
+
+async def _some(call: object) -> bool | None:
+    page = await call  # type: ignore[misc]
+    return True if page["totalCount"] == 5 else None

@@ -26,15 +26,17 @@ REPLAY_ID_PREFIX = "strobe-proxy-replay-"
 
 
 def start_daemon(paths: StrobePaths) -> None:
+    """Start `strobe daemon` detached from this process; anything it prints goes to daemon.log."""
     paths.ensure_home()
-    subprocess.Popen(
-        [sys.executable, "-m", "strobe", "daemon"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        close_fds=True,
-    )
+    with open(paths.log_file, "ab") as log:
+        subprocess.Popen(
+            [sys.executable, "-m", "strobe", "daemon"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            close_fds=True,
+        )
 
 
 def connect(paths: StrobePaths, deadline_s: float = CONNECT_DEADLINE_S) -> socket.socket:
