@@ -82,7 +82,12 @@ def strobe_home() -> Iterator[Path]:
     home = Path(tempfile.mkdtemp(prefix="sh-", dir="/tmp"))
     yield home
     shutdown_daemon(home)
+    # Killed processes may take a moment to be reaped; anything still there after that is a leak.
+    deadline = time.monotonic() + 5
     leftovers = processes_under(home)
+    while leftovers and time.monotonic() < deadline:
+        time.sleep(0.05)
+        leftovers = processes_under(home)
     for pid in leftovers:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)

@@ -23,9 +23,19 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_proxy(paths)
     if args.command == "daemon":
+        from strobe.daemon.server import DaemonLock
+
+        # Take the lock before the heavy imports, so a daemon that loses a start-up race exits at once.
+        paths.ensure_home()
+        lock = DaemonLock(paths)
+        if not lock.acquire():
+            return 0
         from strobe.service import run_daemon
 
-        return run_daemon(paths)
+        try:
+            return run_daemon(paths)
+        finally:
+            lock.release()
     if args.command == "shutdown":
         from strobe.daemon.proxy import stop_daemon
 

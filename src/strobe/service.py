@@ -8,7 +8,7 @@ import logging.handlers
 import os
 from typing import Any
 
-from strobe.daemon.server import DaemonLock, DaemonServer, IdleClock
+from strobe.daemon.server import DaemonServer, IdleClock
 from strobe.daemon.sessions import SessionManager
 from strobe.daemon.transport import socket_streams
 from strobe.mcp.app import build_server
@@ -46,18 +46,12 @@ async def _serve(paths: StrobePaths) -> None:
 
 
 def run_daemon(paths: StrobePaths) -> int:
-    """Serve until idle. Returns 0 at once if another daemon already owns this STROBE_HOME."""
-    paths.ensure_home()
-    lock = DaemonLock(paths)
-    if not lock.acquire():
-        return 0
+    """Serve until idle or told to stop. The caller holds the DaemonLock for this STROBE_HOME."""
+    configure_logging(paths)
     try:
-        configure_logging(paths)
         asyncio.run(_serve(paths))
-        log.info("daemon %d exited", os.getpid())
-        return 0
     except Exception:
         log.exception("daemon crashed")
         return 1
-    finally:
-        lock.release()
+    log.info("daemon %d exited", os.getpid())
+    return 0

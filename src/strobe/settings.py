@@ -7,6 +7,7 @@ the caller gets a warning naming the file, the key and the accepted range.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,9 @@ def _read_layer(path: Path, values: dict[str, int], warnings: list[str]) -> None
     except OSError as exc:
         warnings.append(f"{path}: cannot be read ({exc.strerror}); using defaults for its keys.")
         return
+    except UnicodeDecodeError:
+        warnings.append(f"{path}: not UTF-8 text; file ignored.")
+        return
     try:
         data: Any = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -80,7 +84,7 @@ def _read_layer(path: Path, values: dict[str, int], warnings: list[str]) -> None
             known = ", ".join(_SPECS_BY_KEY)
             warnings.append(f"{path}: unknown setting '{key}' ignored (known: {known}).")
             continue
-        is_number = isinstance(raw, int | float) and not isinstance(raw, bool)
+        is_number = isinstance(raw, int | float) and not isinstance(raw, bool) and math.isfinite(raw)
         if not is_number or raw != int(raw) or not spec.minimum <= int(raw) <= spec.maximum:
             warnings.append(
                 f"{path}: '{key}' = {json.dumps(raw)} is invalid (an integer from {spec.minimum:,} to "

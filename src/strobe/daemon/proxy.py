@@ -18,6 +18,7 @@ import threading
 import time
 from typing import Any, BinaryIO
 
+from strobe.daemon.server import DaemonLock
 from strobe.paths import StrobePaths
 
 CONNECT_DEADLINE_S = 20.0
@@ -41,6 +42,7 @@ def start_daemon(paths: StrobePaths) -> None:
 
 def connect(paths: StrobePaths, deadline_s: float = CONNECT_DEADLINE_S) -> socket.socket:
     """Connect to the daemon, starting it (again, every second) until it answers or the deadline passes."""
+    paths.ensure_home()
     deadline = time.monotonic() + deadline_s
     next_spawn = 0.0
     last_error: OSError | None = None
@@ -53,7 +55,7 @@ def connect(paths: StrobePaths, deadline_s: float = CONNECT_DEADLINE_S) -> socke
             sock.close()
             last_error = exc
         now = time.monotonic()
-        if now >= next_spawn:
+        if now >= next_spawn and not DaemonLock(paths).held_elsewhere():
             start_daemon(paths)
             next_spawn = now + RESPAWN_EVERY_S
         time.sleep(0.02)

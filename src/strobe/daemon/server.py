@@ -44,6 +44,13 @@ class DaemonLock:
         self._fd = fd
         return True
 
+    def held_elsewhere(self) -> bool:
+        """True while some daemon (running or starting) holds the lock; does not keep it."""
+        if self.acquire():
+            self.release()
+            return False
+        return True
+
     def release(self) -> None:
         if self._fd is not None:
             fcntl.flock(self._fd, fcntl.LOCK_UN)

@@ -86,13 +86,15 @@ class QueryRequest(StrictModel):
         return value
 
     @model_validator(mode="after")
-    def _ranges(self) -> QueryRequest:
-        if self.function is not None and not self.function.model_fields_set:
-            raise ValueError("function needs one of equals, contains, matches")
-        if self.sourceFile is not None and not self.sourceFile.model_fields_set:
-            raise ValueError("sourceFile needs equals or contains")
-        if self.returnValue is not None and not self.returnValue.model_fields_set:
-            raise ValueError("returnValue needs equals or isNull")
+    def _non_empty_matchers(self) -> QueryRequest:
+        # An empty (or all-null) matcher would silently filter nothing: say so instead.
+        if self.function is not None and all(v is None for v in self.function.model_dump().values()):
+            raise ValueError("function needs one of equals, contains, matches (not null)")
+        if self.sourceFile is not None and all(v is None for v in self.sourceFile.model_dump().values()):
+            raise ValueError("sourceFile needs equals or contains (not null)")
+        if self.returnValue is not None and "equals" not in self.returnValue.model_fields_set \
+                and self.returnValue.isNull is None:
+            raise ValueError("returnValue needs equals or isNull (equals: null matches null returns)")
         return self
 
 

@@ -50,16 +50,23 @@ class OutputAssembler:
                 self._partial_since = time.monotonic_ns() if now_ns is None else now_ns
             self._partial += rest
             while len(self._partial) >= MAX_LINE_BYTES:
-                head = _utf8_safe_cut(bytes(self._partial), MAX_LINE_BYTES)
-                out.append((self._partial_ts, decode_output(head)))
-                del self._partial[: len(head)]
+                n = complete_prefix(self._partial, MAX_LINE_BYTES)
+                out.append((self._partial_ts, decode_output(bytes(self._partial[:n]))))
+                del self._partial[:n]
         return out
 
     def flush_if_stale(self, now_ns: int) -> list[tuple[int, str]]:
-        """Emit a partial line that has waited long enough (`now_ns`: monotonic clock)."""
-        if self._partial and now_ns - self._partial_since >= PARTIAL_FLUSH_NS:
-            return self.flush()
-        return []
+        """Emit a partial line that has waited long enough (`now_ns`: monotonic clock). A character
+        whose bytes have not all arrived yet stays behind for the next chunk."""
+        if not self._partial or now_ns - self._partial_since < PARTIAL_FLUSH_NS:
+            return []
+        n = complete_prefix(self._partial, len(self._partial))
+        if n == 0:
+            return []
+        text = decode_output(bytes(self._partial[:n]))
+        del self._partial[:n]
+        self._partial_since = now_ns
+        return [(self._partial_ts, text)]
 
     def flush(self) -> list[tuple[int, str]]:
         if not self._partial:
@@ -78,18 +85,35 @@ class OutputAssembler:
             return [(ts_ns, decode_output(line))]
         pieces: list[tuple[int, str]] = []
         while line:
-            head = _utf8_safe_cut(line, MAX_LINE_BYTES)
-            pieces.append((ts_ns, decode_output(head)))
-            line = line[len(head) :]
+            n = complete_prefix(line, MAX_LINE_BYTES)
+            pieces.append((ts_ns, decode_output(line[:n])))
+            line = line[n:]
         return pieces
 
 
-def _utf8_safe_cut(data: bytes, limit: int) -> bytes:
-    """The longest prefix of at most `limit` bytes that does not end inside a UTF-8 sequence."""
-    if len(data) <= limit:
-        return data
-    cut = limit
-    # Back off over continuation bytes (10xxxxxx), at most 3, so a character is not split.
-    while cut > limit - 4 and cut > 0 and (data[cut] & 0xC0) == 0x80:
-        cut -= 1
-    return data[:cut] if cut > 0 else data[:limit]
+def _sequence_length(lead: int) -> int:
+    if lead < 0x80:
+        return 1
+    if lead >> 5 == 0b110:
+        return 2
+    if lead >> 4 == 0b1110:
+        return 3
+    if lead >> 3 == 0b11110:
+        return 4
+    return 1  # not a valid lead byte: it stands alone
+
+
+def complete_prefix(data: bytes | bytearray, limit: int) -> int:
+    """Length of the longest prefix of at most `limit` bytes that does not end inside a UTF-8 character.
+
+    Invalid UTF-8 is cut anywhere; a character is only held back if that leaves something to emit.
+    """
+    cut = min(len(data), limit)
+    lead = cut - 1
+    while lead >= 0 and lead > cut - 4 and (data[lead] & 0xC0) == 0x80:
+        lead -= 1
+    if lead < 0 or (data[lead] & 0xC0) == 0x80:
+        return cut  # only continuation bytes: not a character to protect
+    if lead + _sequence_length(data[lead]) <= cut:
+        return cut
+    return lead if lead > 0 else cut

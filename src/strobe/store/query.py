@@ -10,6 +10,7 @@ import json
 import re
 import sqlite3
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from strobe.store.schema import EventKind
@@ -46,7 +47,7 @@ def parse_time(value: int | str) -> TimeBound:
             "since start like \"2s\", or a time relative to the latest event like \"-5s\", \"-500ms\", \"-1m\""
         )
     sign, number, unit = match.groups()
-    ns = int(float(number) * _UNIT_NS[unit or "ns"])
+    ns = int(Decimal(number) * _UNIT_NS[unit or "ns"])
     return TimeBound(-ns if sign else ns, relative=bool(sign))
 
 
@@ -228,8 +229,12 @@ def _return_type(value: Any) -> str:
 
 
 def _decode_retval(value: Any) -> Any:
+    """Structured return values are stored as JSON text; other text is returned as it is."""
     if isinstance(value, str) and value[:1] in "{[":
-        return json.loads(value)
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
     return value
 
 

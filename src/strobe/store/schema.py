@@ -39,7 +39,7 @@ CREATE TABLE IF NOT EXISTS meta (
     value TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS sessions (
-    key INTEGER PRIMARY KEY,
+    key INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: late rows of a deleted session stay orphans
     id TEXT NOT NULL UNIQUE,
     binary_path TEXT NOT NULL,
     project_root TEXT NOT NULL,

@@ -154,6 +154,7 @@ class Writer:
                 log.exception("store writer: a transaction failed; its events are lost")
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
+                self._resync(conn)
                 for item in items:
                     if item[0] == "call" and not item[2].done():
                         item[2].set_exception(exc)
@@ -208,6 +209,17 @@ class Writer:
                 future.set_exception(error)
             else:
                 future.set_result(result)
+
+    def _resync(self, conn: sqlite3.Connection) -> None:
+        """After a rollback, rebuild the id counter and FIFO ranges from what the store really holds."""
+        row = conn.execute("SELECT max(id) FROM events").fetchone()
+        self._next_id = max(self._next_id, (row[0] or 0) + 1)
+        for session, fifo in self._fifos.items():
+            ids = sorted(r[0] for r in conn.execute("SELECT id FROM events WHERE session = ?", (session,)))
+            fifo.ranges.clear()
+            fifo.count = 0
+            for event_id in ids:
+                fifo.add(event_id, 1)
 
     def _fifo(self, session: int) -> _SessionFifo:
         fifo = self._fifos.get(session)

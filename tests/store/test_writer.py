@@ -1,0 +1,402 @@
+"""Writer: the single writer thread, against a real SQLite file."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from strobe.store import sessions as store_sessions
+from strobe.store.schema import EVENT_COLUMNS, EventKind, connect
+from strobe.store.writer import Writer
+
+TIMEOUT = 10
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "strobe.db"
+
+
+@pytest.fixture
+def writer(db_path: Path) -> Iterator[Writer]:
+    w = Writer(db_path)
+    w.start()
+    try:
+        yield w
+    finally:
+        w.close()
+
+
+@pytest.fixture
+def reader(writer: Writer, db_path: Path) -> Iterator[sqlite3.Connection]:
+    conn = connect(db_path, readonly=True)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def new_session(writer: Writer, base_id: str = "prog", pid: int = 100) -> int:
+    record = writer.call(
+        lambda c: store_sessions.insert_session(c, base_id, f"/bin/{base_id}", "/proj", pid, 1_000)
+    ).result(timeout=TIMEOUT)
+    return record.key
+
+
+def barrier(writer: Writer) -> None:
+    """Everything submitted before this is committed once it returns."""
+    writer.call(lambda c: None).result(timeout=TIMEOUT)
+
+
+def row(session: int, ts: int, kind: EventKind = EventKind.FUNCTION_ENTER, **over: Any) -> tuple[Any, ...]:
+    values: dict[str, Any] = {
+        "session": session,
+        "ts": ts,
+        "kind": int(kind),
+        "pid": 100,
+        "tid": 1,
+        "func": None,
+        "parent": None,
+        "duration": None,
+        "retval": None,
+        "sampled": None,
+        "text": None,
+        "args": None,
+        "extra": None,
+    }
+    values.update(over)
+    return tuple(values[column] for column in EVENT_COLUMNS)
+
+
+def session_rows(conn: sqlite3.Connection, session: int) -> list[tuple[int, int]]:
+    """(id, ts) of a session's events, by id."""
+    return [(r[0], r[1]) for r in conn.execute("SELECT id, ts FROM events WHERE session = ? ORDER BY id", (session,))]
+
+
+def wait_for(predicate: Callable[[], bool], deadline_s: float = 5.0) -> bool:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return predicate()
+
+
+def _blocked(writer: Writer) -> threading.Event:
+    """Hold the writer thread inside a call until the returned event is set."""
+    started = threading.Event()
+    release = threading.Event()
+
+    def hold(conn: sqlite3.Connection) -> None:
+        started.set()
+        release.wait(TIMEOUT)
+
+    writer.call(hold)
+    assert started.wait(TIMEOUT)
+    return release
+
+
+# ---- ordering and ids ----------------------------------------------------------------------------
+
+
+def test_call_sees_rows_submitted_before_it(writer: Writer) -> None:
+    s = new_session(writer)
+    writer.submit_rows([row(s, i) for i in range(5)])
+    writer.submit_rows([row(s, i) for i in range(5, 8)])
+    count = writer.call(
+        lambda c: c.execute("SELECT count(*) FROM events WHERE session = ?", (s,)).fetchone()[0]
+    ).result(timeout=TIMEOUT)
+    assert count == 8
+
+
+def test_rows_are_committed_when_call_resolves(writer: Writer, reader: sqlite3.Connection) -> None:
+    s = new_session(writer)
+    writer.submit_rows([row(s, 1, text="x")])
+    barrier(writer)
+    assert reader.execute("SELECT session, ts, kind, text FROM events").fetchall() == [
+        (s, 1, int(EventKind.FUNCTION_ENTER), "x")
+    ]
+
+
+def test_empty_submit_is_ignored(writer: Writer, reader: sqlite3.Connection) -> None:
+    writer.submit_rows([])
+    barrier(writer)
+    assert reader.execute("SELECT count(*) FROM events").fetchone()[0] == 0
+
+
+def test_ids_increase_in_submission_order(writer: Writer, reader: sqlite3.Connection) -> None:
+    s = new_session(writer)
+    for batch in range(5):
+        writer.submit_rows([row(s, batch * 10 + i) for i in range(10)])
+        if batch % 2:
+            barrier(writer)
+    barrier(writer)
+    rows = session_rows(reader, s)
+    assert [ts for _, ts in rows] == list(range(50))
+    ids = [i for i, _ in rows]
+    assert ids == sorted(ids) and len(set(ids)) == 50
+    assert writer.rows_written == 50
+
+
+def test_ids_continue_after_restart(db_path: Path) -> None:
+    first = Writer(db_path)
+    first.start()
+    try:
+        s = new_session(first)
+        first.submit_rows([row(s, i) for i in range(3)])
+        barrier(first)
+    finally:
+        first.close()
+    second = Writer(db_path)
+    second.start()
+    try:
+        second.submit_rows([row(s, 10)])
+        barrier(second)
+    finally:
+        second.close()
+    conn = connect(db_path, readonly=True)
+    try:
+        assert session_rows(conn, s) == [(1, 0), (2, 1), (3, 2), (4, 10)]
+    finally:
+        conn.close()
+
+
+# ---- FIFO limit ----------------------------------------------------------------------------------
+
+
+def test_fifo_keeps_newest_rows(writer: Writer, reader: sqlite3.Connection) -> None:
+    s = new_session(writer)
+    writer.set_limit(s, 100)
+    for batch in range(10):
+        writer.submit_rows([row(s, batch * 100 + i) for i in range(100)])
+        if batch in (2, 5):
+            barrier(writer)  # some batches in their own transactions
+    barrier(writer)
+    rows = session_rows(reader, s)
+    assert len(rows) == 100
+    assert [ts for _, ts in rows] == list(range(900, 1000))
+    record = store_sessions.get_session_by_key(reader, s)
+    assert record is not None and record.trimmed == 900
+
+
+def test_fifo_partial_range_trim(writer: Writer, reader: sqlite3.Connection) -> None:
+    s = new_session(writer)
+    writer.set_limit(s, 7)
+    writer.submit_rows([row(s, i) for i in range(5)])
+    barrier(writer)
+    writer.submit_rows([row(s, i) for i in range(5, 10)])
+    barrier(writer)
+    assert [ts for _, ts in session_rows(reader, s)] == [3, 4, 5, 6, 7, 8, 9]
+    record = store_sessions.get_session_by_key(reader, s)
+    assert record is not None and record.trimmed == 3
+
+
+def test_lowering_the_limit_trims_on_next_transaction(writer: Writer, reader: sqlite3.Connection) -> None:
+    s = new_session(writer)
+    writer.submit_rows([row(s, i) for i in range(20)])
+    barrier(writer)
+    assert len(session_rows(reader, s)) == 20
+    writer.set_limit(s, 4)
+    barrier(writer)
+    assert [ts for _, ts in session_rows(reader, s)] == [16, 17, 18, 19]
+
+
+def test_fifo_never_deletes_other_sessions_rows(writer: Writer, reader: sqlite3.Connection) -> None:
+    a = new_session(writer, "a", pid=1)
+    b = new_session(writer, "b", pid=2)
+    c = new_session(writer, "c", pid=3)  # default limit, a few rows
+    writer.set_limit(a, 50)
+    writer.set_limit(b, 300)
+    writer.submit_rows([row(c, i) for i in range(7)])
+    for batch in range(8):
+        mixed = []
+        for i in range(50):
+            ts = batch * 50 + i
+            mixed.append(row(a, ts))
+            mixed.append(row(b, ts))
+        writer.submit_rows(mixed)
+        if batch % 3 == 0:
+            barrier(writer)
+    barrier(writer)
+    assert [ts for _, ts in session_rows(reader, a)] == list(range(350, 400))
+    assert [ts for _, ts in session_rows(reader, b)] == list(range(100, 400))
+    assert [ts for _, ts in session_rows(reader, c)] == list(range(7))
+    trimmed = {r.key: r.trimmed for r in store_sessions.list_sessions(reader)}
+    assert trimmed == {a: 350, b: 100, c: 0}
+
+
+# ---- output --------------------------------------------------------------------------------------
+
+
+def _output(conn: sqlite3.Connection, session: int) -> list[tuple[Any, ...]]:
+    return conn.execute(
+        "SELECT kind, ts, pid, tid, func, text FROM events WHERE session = ? ORDER BY kind, ts, id",
+        (session,),
+    ).fetchall()
+
+
+def test_output_chunks_become_line_events(writer: Writer, reader: sqlite3.Connection) -> None:
+    s = new_session(writer)
+    release = _blocked(writer)  # one transaction: no partial can go stale in between
+    writer.submit_output(s, 100, EventKind.STDOUT, b"hel", 1)
+    writer.submit_output(s, 100, EventKind.STDERR, b"err", 2)
+    writer.submit_output(s, 100, EventKind.STDOUT, b"lo\nwor", 3)
+    writer.submit_output(s, 100, EventKind.STDERR, b"or!\n", 4)
+    writer.submit_output(s, 101, EventKind.STDOUT, b"child\n", 5)
+    writer.submit_output(s, 100, EventKind.STDOUT, b"ld\n", 6)
+    release.set()
+    barrier(writer)
+    assert _output(reader, s) == [
+        (int(EventKind.STDOUT), 1, 100, None, None, "hello\n"),
+        (int(EventKind.STDOUT), 3, 100, None, None, "world\n"),
+        (int(EventKind.STDOUT), 5, 101, None, None, "child\n"),
+        (int(EventKind.STDERR), 2, 100, None, None, "error!\n"),
+    ]
+
+
+def test_empty_chunk_flushes_partial_line(writer: Writer, reader: sqlite3.Connection) -> None:
+    s = new_session(writer)
+    writer.submit_output(s, 100, EventKind.STDOUT, b"line\nno newline", 1)
+    writer.submit_output(s, 100, EventKind.STDOUT, b"", 2)
+    barrier(writer)
+    assert [r[-1] for r in _output(reader, s)] == ["line\n", "no newline"]
+    # The stream ended: further bytes start a new line with their own timestamp.
+    writer.submit_output(s, 100, EventKind.STDOUT, b"again\n", 3)
+    barrier(writer)
+    assert [(r[1], r[-1]) for r in _output(reader, s)] == [(1, "line\n"), (1, "no newline"), (3, "again\n")]
+
+
+def test_stale_partial_line_is_flushed_without_more_input(writer: Writer, reader: sqlite3.Connection) -> None:
+    s = new_session(writer)
+    writer.submit_output(s, 100, EventKind.STDOUT, b"password: ", 9)
+
+    def flushed() -> bool:
+        return reader.execute("SELECT text FROM events WHERE session = ?", (s,)).fetchall() == [("password: ",)]
+
+    assert wait_for(flushed)
+
+
+def test_close_flushes_partial_lines(db_path: Path) -> None:
+    w = Writer(db_path)
+    w.start()
+    s = new_session(w)
+    w.submit_output(s, 100, EventKind.STDERR, b"dying words", 4)
+    w.close()
+    conn = connect(db_path, readonly=True)
+    try:
+        assert _output(conn, s) == [(int(EventKind.STDERR), 4, 100, None, None, "dying words")]
+    finally:
+        conn.close()
+
+
+def test_output_rows_count_against_the_fifo(writer: Writer, reader: sqlite3.Connection) -> None:
+    s = new_session(writer)
+    writer.set_limit(s, 3)
+    writer.submit_output(s, 100, EventKind.STDOUT, b"".join(b"%d\n" % i for i in range(10)), 1)
+    barrier(writer)
+    assert [r[-1] for r in _output(reader, s)] == ["7\n", "8\n", "9\n"]
+
+
+# ---- call() --------------------------------------------------------------------------------------
+
+
+def test_call_returns_function_result(writer: Writer) -> None:
+    assert writer.call(lambda c: c.execute("SELECT 6 * 7").fetchone()[0]).result(timeout=TIMEOUT) == 42
+
+
+def test_failing_call_propagates_and_keeps_earlier_rows(writer: Writer, reader: sqlite3.Connection) -> None:
+    s = new_session(writer)
+    writer.submit_rows([row(s, i) for i in range(3)])
+
+    def boom(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO functions (key, name) VALUES (1, 'half-done')")
+        raise RuntimeError("boom")
+
+    future = writer.call(boom)
+    writer.submit_rows([row(s, 3)])
+    with pytest.raises(RuntimeError, match="boom"):
+        future.result(timeout=TIMEOUT)
+    barrier(writer)
+    assert [ts for _, ts in session_rows(reader, s)] == [0, 1, 2, 3]
+    # The failed call's own changes are rolled back.
+    assert reader.execute("SELECT count(*) FROM functions").fetchone()[0] == 0
+    # The writer keeps working.
+    writer.submit_rows([row(s, 4)])
+    barrier(writer)
+    assert [ts for _, ts in session_rows(reader, s)] == [0, 1, 2, 3, 4]
+
+
+def test_call_changes_are_committed(writer: Writer, reader: sqlite3.Connection) -> None:
+    writer.call(lambda c: c.execute("INSERT INTO functions (key, name) VALUES (5, 'f')")).result(timeout=TIMEOUT)
+    assert reader.execute("SELECT key, name FROM functions").fetchall() == [(5, "f")]
+
+
+# ---- forget_session ------------------------------------------------------------------------------
+
+
+def test_forget_session_drops_fifo_state(writer: Writer, reader: sqlite3.Connection) -> None:
+    s = new_session(writer)
+    writer.set_limit(s, 10)
+    writer.submit_rows([row(s, i) for i in range(20)])
+    barrier(writer)
+    assert len(session_rows(reader, s)) == 10
+    deleted = writer.call(lambda c: store_sessions.delete_session(c, s)).result(timeout=TIMEOUT)
+    assert deleted == 10
+    writer.forget_session(s)
+    # Rows arriving for the same key later start from a fresh FIFO (default limit, no old ranges).
+    writer.submit_rows([row(s, 100 + i) for i in range(20)])
+    barrier(writer)
+    assert [ts for _, ts in session_rows(reader, s)] == list(range(100, 120))
+
+
+def test_forget_session_drops_partial_output(db_path: Path) -> None:
+    w = Writer(db_path)
+    w.start()
+    try:
+        gone = new_session(w, "gone")
+        kept = new_session(w, "kept", pid=200)
+        release = _blocked(w)
+        # Both land in the same transaction, so the partial cannot go stale in between.
+        w.submit_output(gone, 100, EventKind.STDOUT, b"partial of deleted session", 1)
+        w.submit_output(kept, 200, EventKind.STDOUT, b"partial of kept session", 1)
+        w.forget_session(gone)
+        release.set()
+    finally:
+        w.close()  # flushes every remaining partial line
+    conn = connect(db_path, readonly=True)
+    try:
+        assert conn.execute("SELECT session, text FROM events ORDER BY id").fetchall() == [
+            (kept, "partial of kept session")
+        ]
+    finally:
+        conn.close()
+
+
+# ---- failed transactions -------------------------------------------------------------------------
+
+
+def test_failed_transaction_does_not_corrupt_fifo(writer: Writer, reader: sqlite3.Connection) -> None:
+    s = new_session(writer)
+    writer.set_limit(s, 5)
+    writer.submit_rows([row(s, i) for i in range(5)])
+    barrier(writer)
+    release = _blocked(writer)
+    # One transaction: three good rows (inserted before the call), then a malformed row makes it fail.
+    writer.submit_rows([row(s, 100 + i) for i in range(3)])
+    doomed = writer.call(lambda c: None)
+    writer.submit_rows([(s, 1)])
+    release.set()
+    with pytest.raises(sqlite3.ProgrammingError):
+        doomed.result(timeout=TIMEOUT)
+    assert [ts for _, ts in session_rows(reader, s)] == [0, 1, 2, 3, 4]  # the failed batch is gone
+    writer.submit_rows([row(s, 9)])
+    barrier(writer)
+    assert [ts for _, ts in session_rows(reader, s)] == [1, 2, 3, 4, 9]
+    record = store_sessions.get_session_by_key(reader, s)
+    assert record is not None and record.trimmed == 1
