@@ -160,3 +160,11 @@ async def test_shutdown_kills_targets_and_keeps_their_sessions(
 async def _some(call: object) -> bool | None:
     page = await call  # type: ignore[misc]
     return True if page["totalCount"] == 5 else None
+
+
+async def test_daemon_whose_socket_is_removed_exits(strobe_home: Path) -> None:
+    async with connect(strobe_home) as client:
+        await client.call("debug_list_sessions")
+        pid = daemon_pid(strobe_home)
+        (strobe_home / "strobe.sock").unlink()
+        await poll(lambda: _done(not alive(pid)), 10, "the unreachable daemon to exit")

@@ -16,6 +16,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from strobe.paths import StrobePaths
@@ -115,21 +116,31 @@ class DaemonServer:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stop.set)
         log.info("daemon %d listening on %s", os.getpid(), socket_path)
+        socket_inode = socket_path.stat().st_ino
         try:
-            await self._wait_until_idle()
+            await self._wait_until_idle(socket_inode)
         finally:
             server.close()
             for task in list(self._connections):
                 task.cancel()
             if self._connections:
                 await asyncio.wait(list(self._connections), timeout=5)
-            with contextlib.suppress(FileNotFoundError):
+            if _inode(socket_path) == socket_inode:
                 socket_path.unlink()
-            with contextlib.suppress(FileNotFoundError):
-                self.paths.pid_file.unlink()
+            with contextlib.suppress(FileNotFoundError, ValueError):
+                if int(self.paths.pid_file.read_text()) == os.getpid():
+                    self.paths.pid_file.unlink()
 
-    async def _wait_until_idle(self) -> None:
+    async def _wait_until_idle(self, socket_inode: int) -> None:
         while not self._stop.is_set():
+            try:
+                still_ours = self.paths.socket.stat().st_ino == socket_inode
+            except FileNotFoundError:
+                still_ours = False
+            if not still_ours:
+                log.warning("%s was removed or replaced: nobody can reach this daemon; shutting down",
+                            self.paths.socket)
+                return
             timeout_s = load_settings(self.paths).idle_timeout_ms / 1000
             idle = self.idle.idle_for()
             if idle >= timeout_s:
@@ -138,3 +149,10 @@ class DaemonServer:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), min(1.0, max(0.05, timeout_s - idle)))
         log.info("stop requested: shutting down")
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return path.stat().st_ino
+    except FileNotFoundError:
+        return None
