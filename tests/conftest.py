@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -54,6 +55,46 @@ def c_target(build_dir: Path) -> Callable[[str], Path]:
     return build
 
 
+@pytest.fixture(scope="session")
+def cpp_target(build_dir: Path) -> Callable[[str], Path]:
+    """Compile tests/targets/<name>.cpp with g++ -g -O0 (once per test session)."""
+
+    def build(name: str) -> Path:
+        out = build_dir / name
+        if not out.exists():
+            subprocess.run(["g++", "-g", "-O0", "-o", str(out), str(TARGETS / f"{name}.cpp")], check=True)
+        return out
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def rust_target(build_dir: Path) -> Callable[[str], Path]:
+    """Build the cargo project tests/targets/<name> (debug profile, no crates) once per test session."""
+
+    def build(name: str) -> Path:
+        target_dir = build_dir / f"cargo-{name}"
+        out = target_dir / "debug" / name
+        if not out.exists():
+            subprocess.run(
+                ["cargo", "build", "--quiet", "--offline", "--manifest-path", str(TARGETS / name / "Cargo.toml")],
+                check=True, env={**os.environ, "CARGO_TARGET_DIR": str(target_dir)},
+            )
+        return out
+
+    return build
+
+
+def _is_frida_shared_helper(entry: Path) -> bool:
+    """Frida's per-user background helper (/tmp/frida-<hash>/<name> --background): every Frida client on the
+    machine shares it and it exits by itself ~30 s after its last use, so it is not ours to clean up."""
+    try:
+        argv = (entry / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return len(argv) >= 2 and argv[1] == b"--background" and re.match(rb"/tmp/frida-[0-9a-f]+/", argv[0]) is not None
+
+
 def processes_under(home: Path) -> list[int]:
     """Pids whose environment carries STROBE_HOME=<home>: the daemon and everything it launched."""
     marker = f"STROBE_HOME={home}".encode()
@@ -66,7 +107,7 @@ def processes_under(home: Path) -> list[int]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except (OSError, IndexError):
             continue
-        if state != "Z" and marker in environ.split(b"\0"):
+        if state != "Z" and marker in environ.split(b"\0") and not _is_frida_shared_helper(entry):
             found.append(int(entry.name))
     return found
 
@@ -82,17 +123,27 @@ def strobe_home() -> Iterator[Path]:
     home = Path(tempfile.mkdtemp(prefix="sh-", dir="/tmp"))
     yield home
     shutdown_daemon(home)
+    if os.environ.get("STROBE_KEEP_LOGS"):  # debugging aid: keep the daemon's log of each test
+        shutil.copy(home / "daemon.log", Path(os.environ["STROBE_KEEP_LOGS"]) / f"{home.name}.log")
     # Killed processes may take a moment to be reaped; anything still there after that is a leak.
     deadline = time.monotonic() + 5
     leftovers = processes_under(home)
     while leftovers and time.monotonic() < deadline:
         time.sleep(0.05)
         leftovers = processes_under(home)
+    described = [f"{pid} {_cmdline(pid)}" for pid in leftovers]
     for pid in leftovers:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     shutil.rmtree(home, ignore_errors=True)
-    assert not leftovers, f"processes left behind under {home}: {leftovers}"
+    assert not leftovers, f"processes left behind under {home}: {described}"
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return "(gone)"
 
 
 class ToolError(Exception):
@@ -179,6 +230,33 @@ def project(tmp_path: Path) -> Path:
     root = tmp_path / "project"
     root.mkdir()
     return root
+
+
+class Control:
+    """Drives a target that waits for files in a control directory (see tests/targets/traced.c)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.rounds = 0
+
+    async def round(self, client: StrobeClient, session_id: str) -> None:
+        """Run one round of the target's work and wait until it says it is done."""
+        self.rounds += 1
+        (self.directory / f"round-{self.rounds}").touch()
+        expected = f"round {self.rounds} done\n"
+
+        async def done() -> bool | None:
+            page = await client.call("debug_query", sessionId=session_id, eventType="stdout", limit=500)
+            return True if any(e["text"] == expected for e in page["events"]) else None
+
+        await poll(done, 30, f"round {self.rounds} of {session_id}")
+
+
+@pytest.fixture
+def control(tmp_path: Path) -> Control:
+    directory = tmp_path / "control"
+    directory.mkdir()
+    return Control(directory)
 
 
 def write_settings(directory: Path, values: dict[str, Any]) -> None:

@@ -5,16 +5,21 @@ import { emit, ExitAck } from "./protocol.js";
 
 let reported = false;
 
+let beforeExit: () => void = () => {};
+
 function report(code: number): void {
   if (reported) {
     return;
   }
   reported = true;
+  beforeExit();
   emit({ type: "process_exit", code });
   recv("exit_ack", (_ack: ExitAck) => {}).wait();
 }
 
-export function installExitHooks(): void {
+// `flush` runs first, so events recorded up to exit() reach the host before the exit code does.
+export function installExitHooks(flush: () => void): void {
+  beforeExit = flush;
   for (const name of ["exit", "_exit", "_Exit"]) {
     const address = Module.findGlobalExportByName(name);
     if (address === null) {

@@ -1,5 +1,30 @@
-import { emit, PROTOCOL_VERSION } from "./protocol.js";
+import { emit, FlushRequest, HooksRequest, PROTOCOL_VERSION } from "./protocol.js";
 import { installExitHooks } from "./exit.js";
+import { RECORD_SIZE, Tracer } from "./tracer.js";
 
-installExitHooks();
-emit({ type: "agent_loaded", protocolVersion: PROTOCOL_VERSION, pid: Process.id });
+const tracer = new Tracer();
+
+function onHooks(request: HooksRequest): void {
+  recv("hooks", onHooks);
+  tracer.configureSampling(request.sampling);
+  const failed = request.action === "add" ? tracer.add(request.functions) : tracer.remove(request.functions);
+  emit({ type: "hooks_updated", requestId: request.requestId, activeCount: tracer.activeCount, failed });
+}
+
+function onFlush(request: FlushRequest): void {
+  recv("flush", onFlush);
+  tracer.flush(true);
+  emit({ type: "flushed", requestId: request.requestId });
+}
+
+installExitHooks(() => tracer.flush(true));
+recv("hooks", onHooks);
+recv("flush", onFlush);
+tracer.start();
+emit({
+  type: "agent_loaded",
+  protocolVersion: PROTOCOL_VERSION,
+  pid: Process.id,
+  recordSize: RECORD_SIZE,
+  modules: Process.enumerateModules().map((m) => ({ name: m.name, path: m.path, base: m.base.toString(), size: m.size })),
+});

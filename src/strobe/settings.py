@@ -34,6 +34,14 @@ SETTING_SPECS: tuple[SettingSpec, ...] = (
         "Base polling delay suggested by debug_test_status.",
     ),
     SettingSpec(
+        "trace.hotCallsPerSecond", 100_000, 1_000, 100_000_000,
+        "Calls per second above which a traced function is sampled instead of fully recorded.",
+    ),
+    SettingSpec(
+        "trace.samplePercent", 1, 1, 100,
+        "Share of a hot function's calls recorded while it is sampled; 100 records every call.",
+    ),
+    SettingSpec(
         "daemon.idleTimeoutMs", 30 * 60 * 1000, 100, 7 * 24 * 3600 * 1000,
         "The daemon exits after this long without a tool call (global settings only).",
     ),
@@ -53,6 +61,15 @@ class Settings:
     @property
     def test_status_retry_ms(self) -> int:
         return self.values["test.statusRetryMs"]
+
+    @property
+    def hot_calls_per_second(self) -> int:
+        return self.values["trace.hotCallsPerSecond"]
+
+    @property
+    def sample_every(self) -> int:
+        """Record one call in this many while sampling."""
+        return max(1, round(100 / self.values["trace.samplePercent"]))
 
     @property
     def idle_timeout_ms(self) -> int:

@@ -16,14 +16,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from strobe.daemon.ingest import IngestWorker, TraceIngest
 from strobe.daemon.session_ids import session_base_id
-from strobe.errors import SessionExists, SessionNotFound, ValidationError
+from strobe.daemon.symbols import SessionSymbols, load_session_symbols
+from strobe.daemon.tracing import HookPlan, SessionTrace, parse_patterns, plan_hooks
+from strobe.errors import FridaAttachFailed, ProcessExited, SessionExists, SessionNotFound, ValidationError
 from strobe.instrument.agent_build import AgentCache
 from strobe.instrument.command import ResolvedCommand
-from strobe.instrument.launcher import Launcher, ProcessHandle
+from strobe.instrument.launcher import Launcher, ProcessGone, ProcessHandle
+from strobe.instrument.protocol import SamplingStateChange, TraceBatch
 from strobe.instrument.worker import FridaWorker
 from strobe.paths import StrobePaths
 from strobe.settings import Settings
+from strobe.store import functions as store_functions
 from strobe.store import sessions as store_sessions
 from strobe.store.query import EventFilter, QueryPage, query_events
 from strobe.store.reader import Reader
@@ -35,6 +40,7 @@ log = logging.getLogger(__name__)
 
 STREAM_DRAIN_TIMEOUT_S = 5.0
 STOP_TIMEOUT_S = 5.0
+FLUSH_TIMEOUT_S = 2.0
 RETENTION_MS = 7 * 24 * 3600 * 1000
 
 
@@ -51,10 +57,14 @@ class LiveSession:
 
     record: SessionRecord
     writer: Writer
+    ingest_worker: IngestWorker
     loop: asyncio.AbstractEventLoop
     on_gone: Any  # Callable[[LiveSession, str], None], called on the event loop
     start_ns: int = 0
     handle: ProcessHandle | None = None
+    trace: SessionTrace | None = None
+    symbols: asyncio.Future[SessionSymbols] | None = None
+    trace_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     exit_code: int | None = None
     stopping: bool = False
     streams_closed: threading.Event = field(default_factory=threading.Event)
@@ -79,6 +89,19 @@ class LiveSession:
     def on_detached(self, pid: int, reason: str) -> None:
         self.loop.call_soon_threadsafe(self.on_gone, self, reason)
 
+    def on_trace_batch(self, pid: int, batch: TraceBatch, data: bytes) -> None:
+        trace = self.trace
+        if trace is not None:
+            self.ingest_worker.submit(
+                lambda: trace.ingest.on_batch(data, batch.count, batch.dropped, batch.sampledOut, batch.threads)
+            )
+
+    def on_sampling_change(self, pid: int, change: SamplingStateChange) -> None:
+        if self.trace is not None:
+            self.trace.sampling[change.funcId] = change.enabled
+            log.info("session %s: sampling %s for function slot %d", self.record.id,
+                     "on" if change.enabled else "off", change.funcId)
+
 
 class SessionManager:
     def __init__(self, paths: StrobePaths) -> None:
@@ -87,7 +110,9 @@ class SessionManager:
         self.reader = Reader(paths.database)
         self.worker = FridaWorker()
         self.launcher = Launcher()
+        self.ingest = IngestWorker()
         self.agent = AgentCache(paths.cache_dir)
+        self.pending_patterns: list[str] = []
         self._live: dict[str, LiveSession] = {}
         self._launch_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -112,7 +137,9 @@ class SessionManager:
             except TimeoutError:
                 await self._finish(live, SessionStatus.STOPPED)
             await self._write(lambda c, key=live.record.key: store_sessions.retain_session(c, key, _now_ms()))
+        await self.worker.run(self.launcher.close)
         self.worker.close()
+        self.ingest.close()
         self.writer.close()
         self.reader.close()
 
@@ -123,7 +150,8 @@ class SessionManager:
 
     async def launch(
         self, command: ResolvedCommand, project_root: str, env: dict[str, str], settings: Settings
-    ) -> LiveSession:
+    ) -> tuple[LiveSession, list[str]]:
+        """Spawn, record, install pending patterns, resume. Returns the session and warnings."""
         async with self._launch_lock:
             for live in self._live.values():
                 if live.record.binary_path == command.binary_path:
@@ -132,7 +160,9 @@ class SessionManager:
             loop = asyncio.get_running_loop()
             placeholder = SessionRecord(0, "", command.binary_path, project_root, 0, 0, None,
                                         SessionStatus.RUNNING, None, False, 0)
-            live = LiveSession(record=placeholder, writer=self.writer, loop=loop, on_gone=self._on_gone)
+            live = LiveSession(
+                record=placeholder, writer=self.writer, ingest_worker=self.ingest, loop=loop, on_gone=self._on_gone
+            )
             live.handle = await self.worker.run(
                 lambda: self.launcher.spawn(command.argv, command.cwd, env, agent_js, live)
             )
@@ -150,12 +180,29 @@ class SessionManager:
             self.writer.set_limit(live.record.key, settings.max_events_per_session)
             self._live[live.record.id] = live
             live.start_ns = time.monotonic_ns()
+            live.trace = SessionTrace(TraceIngest(self.writer, live.record.key, pid, live.start_ns))
+            modules = live.handle.modules
+            live.symbols = asyncio.ensure_future(
+                asyncio.to_thread(load_session_symbols, command.binary_path, modules, self.paths.cache_dir)
+            )
+            warnings: list[str] = []
             try:
+                if self.pending_patterns:
+                    warnings = await self._apply_pending(live, settings)
                 await self.worker.run(lambda: self.launcher.resume(pid))
             except BaseException:
                 await self.worker.run(lambda: self.launcher.kill(pid))
                 raise
-            return live
+            return live, warnings
+
+    async def _apply_pending(self, live: LiveSession, settings: Settings) -> list[str]:
+        """Hook the staged patterns before the process runs its first instruction."""
+        assert live.symbols is not None
+        symbols = await live.symbols
+        if not symbols.main_has_dwarf:
+            return [f"Pending patterns were not applied: {symbols.main_binary} has no debug info (build with -g)."]
+        plan = plan_hooks([], self.pending_patterns, [], symbols.functions, live.record.project_root)
+        return plan.warnings + await self._apply_plan(live, plan, settings)
 
     def _on_gone(self, live: LiveSession, reason: str) -> None:
         task = asyncio.get_running_loop().create_task(self._settle(live, reason))
@@ -180,6 +227,74 @@ class SessionManager:
         self.launcher.forget(pid)
         await self._write(lambda c: store_sessions.finish_process(c, key, pid, status, code, ended))
         live.finished.set()
+
+    # ---- tracing ---------------------------------------------------------------------------------
+
+    async def stage_patterns(self, add: list[str], remove: list[str], project_root: str | None) -> list[str]:
+        """Pending mode: patterns for the next launch. Returns warnings."""
+        parse_patterns(add, project_root)
+        merged = [p for p in self.pending_patterns if p not in remove]
+        merged += [p for p in add if p not in merged and p not in remove]
+        warnings = [f"Pattern '{p}' was not staged; nothing to remove." for p in remove
+                    if p not in self.pending_patterns]
+        self.pending_patterns = merged
+        return warnings
+
+    async def trace(
+        self, session_id: str, add: list[str], remove: list[str], settings: Settings
+    ) -> tuple[LiveSession, HookPlan | None, list[str]]:
+        """Runtime mode: change the hooks of a live process. Returns (session, plan, warnings)."""
+        live = self._live.get(session_id)
+        if live is None:
+            record = await self.get_record(session_id)
+            code = "unknown" if record.exit_code is None else record.exit_code
+            raise ProcessExited(
+                f"Target process of '{session_id}' has exited (code: {code}); its session is still queryable with "
+                "debug_query but cannot be traced. Launch it again (debug_launch) to trace a new run."
+            )
+        assert live.trace is not None and live.symbols is not None
+        async with live.trace_lock:
+            if not add and not remove:
+                return live, None, []
+            symbols = await live.symbols
+            if add:
+                symbols.require_debug_info()
+            plan = plan_hooks(live.trace.patterns, add, remove, symbols.functions, live.record.project_root)
+            warnings = plan.warnings + await self._apply_plan(live, plan, settings)
+            return live, plan, warnings
+
+    async def _apply_plan(self, live: LiveSession, plan: HookPlan, settings: Settings) -> list[str]:
+        trace, handle = live.trace, live.handle
+        assert trace is not None and handle is not None
+        fresh = trace.new_functions(plan)
+        if fresh:
+            rows = [(f.name, f.info.raw, f.file, f.info.line, f.info.params) for f in fresh]
+            keys = await self._write(lambda c: store_functions.insert_functions(c, rows))
+            trace.assign_slots(fresh, keys)
+        to_add, to_remove = trace.changes(plan)
+        hot, every = settings.hot_calls_per_second, settings.sample_every
+        warnings: list[str] = []
+        try:
+            if to_remove:
+                await self.worker.run(lambda: handle.update_hooks("remove", [(s, 0) for s in to_remove], hot, every))
+                for slot in to_remove:
+                    trace.hooked.pop(slot, None)
+            reply = await self.worker.run(
+                lambda: handle.update_hooks("add", [(s, f.runtime_address) for s, f in to_add], hot, every)
+            )
+        except ProcessGone as exc:
+            raise ProcessExited(
+                f"The target process of '{live.record.id}' exited while its hooks were being changed ({exc}). "
+                "The session is still queryable."
+            ) from exc
+        failed = {failure.id: failure.error for failure in reply.failed}
+        for slot, function in to_add:
+            if slot in failed:
+                warnings.append(f"Could not hook {function.name}: {failed[slot]} (too small to hook, or not code).")
+            else:
+                trace.hooked[slot] = function
+        trace.patterns = plan.patterns
+        return warnings
 
     # ---- stop / list / delete --------------------------------------------------------------------
 
@@ -227,14 +342,34 @@ class SessionManager:
 
     # ---- query -----------------------------------------------------------------------------------
 
+    async def catch_up(self, session_id: str) -> None:
+        """Make every event a live traced process has recorded so far queryable: the agent sends what is
+        in its ring, the ingest stores it, the writer commits it. Best effort, bounded by FLUSH_TIMEOUT_S."""
+        live = self._live.get(session_id)
+        if live is None or live.trace is None or not live.trace.slot_of or live.handle is None:
+            return
+        handle = live.handle
+        try:
+            await self.worker.run(lambda: handle.flush(FLUSH_TIMEOUT_S))
+        except FridaAttachFailed as exc:
+            log.info("session %s: no flush (%s); querying what is stored", session_id, exc)
+            return
+        await self.ingest.barrier()
+        await self._write(lambda c: None)
+
     async def query(
         self, record: SessionRecord, flt: EventFilter, *, limit: int, offset: int, verbose: bool, settings: Settings
     ) -> QueryPage:
         if record.id in self._live:
             self.writer.set_limit(record.key, settings.max_events_per_session)
+            await self.catch_up(record.id)
         return await self.reader.run(
             lambda c: query_events(c, record.key, record.id, flt, limit=limit, offset=offset, verbose=verbose)
         )
+
+    def sampled_functions(self, session_id: str) -> list[str]:
+        live = self._live.get(session_id)
+        return live.trace.sampled_function_names() if live is not None and live.trace is not None else []
 
     def is_running(self, session_id: str) -> bool:
         return session_id in self._live

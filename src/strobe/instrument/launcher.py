@@ -22,13 +22,21 @@ from strobe.instrument.protocol import (
     PROTOCOL_VERSION,
     AgentLoaded,
     AgentLog,
+    Flushed,
+    HooksUpdated,
+    ModuleInfo,
     ProcessExit,
+    SamplingStateChange,
+    TraceBatch,
     agent_message_adapter,
+    hooks_request,
 )
+from strobe.instrument.records import RECORD_SIZE
 
 log = logging.getLogger(__name__)
 
 HANDSHAKE_TIMEOUT_S = 10.0
+REQUEST_TIMEOUT_S = 60.0
 FRIDA_ERRORS: tuple[type[Exception], ...] = tuple(
     getattr(frida, name) for name in dir(frida) if name.endswith("Error") and isinstance(getattr(frida, name), type)
 )
@@ -43,6 +51,10 @@ class ProcessObserver(Protocol):
 
     def on_detached(self, pid: int, reason: str) -> None: ...
 
+    def on_trace_batch(self, pid: int, batch: TraceBatch, data: bytes) -> None: ...
+
+    def on_sampling_change(self, pid: int, change: SamplingStateChange) -> None: ...
+
 
 @dataclass
 class ProcessHandle:
@@ -52,6 +64,71 @@ class ProcessHandle:
     observer: ProcessObserver
     loaded: threading.Event = field(default_factory=threading.Event)
     handshake_error: str | None = None
+    modules: list[ModuleInfo] = field(default_factory=list)
+    _replies: dict[int, tuple[threading.Event, list[Any]]] = field(default_factory=dict)
+    _next_request: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _request(self, build: Any, timeout: float, doing: str) -> Any:
+        """Post `build(request_id)` to the agent and wait for the reply carrying that request id."""
+        with self._lock:
+            self._next_request += 1
+            request_id = self._next_request
+            waiter: tuple[threading.Event, list[Any]] = (threading.Event(), [])
+            self._replies[request_id] = waiter
+        try:
+            self.script.post(build(request_id))
+        except FRIDA_ERRORS as exc:
+            with self._lock:
+                self._replies.pop(request_id, None)
+            raise ProcessGone(f"The process {self.pid} is gone ({exc}).") from exc
+        if not waiter[0].wait(timeout):
+            with self._lock:
+                self._replies.pop(request_id, None)
+            raise AgentTimeout(
+                f"The agent in pid {self.pid} did not answer within {timeout:.0f}s while {doing}; the process may "
+                "be stopped (e.g. under another debugger) or exiting."
+            )
+        if not waiter[1]:
+            raise ProcessGone(f"The process {self.pid} exited while {doing}.")
+        return waiter[1][0]
+
+    def update_hooks(
+        self, action: Any, functions: list[tuple[int, int]], hot_calls_per_second: int, sample_every: int
+    ) -> HooksUpdated:
+        """Ask the agent to add or remove hooks ((function id, runtime address) pairs) and wait for it."""
+        reply: HooksUpdated = self._request(
+            lambda rid: hooks_request(rid, action, functions, hot_calls_per_second, sample_every),
+            REQUEST_TIMEOUT_S, "its hooks were being changed",
+        )
+        return reply
+
+    def flush(self, timeout: float) -> None:
+        """Have the agent send every event recorded so far; returns once they have been delivered."""
+        self._request(lambda rid: {"type": "flush", "requestId": rid}, timeout, "flushing its events")
+
+    def deliver_reply(self, reply: HooksUpdated | Flushed) -> None:
+        with self._lock:
+            waiter = self._replies.pop(reply.requestId, None)
+        if waiter is not None:
+            waiter[1].append(reply)
+            waiter[0].set()
+
+    def fail_pending(self) -> None:
+        """The process is gone: wake every request still waiting (they will see no reply)."""
+        with self._lock:
+            waiters = list(self._replies.values())
+            self._replies.clear()
+        for event, _ in waiters:
+            event.set()
+
+
+class ProcessGone(FridaAttachFailed):
+    pass
+
+
+class AgentTimeout(FridaAttachFailed):
+    pass
 
 
 class Launcher:
@@ -104,12 +181,12 @@ class Launcher:
             ) from exc
         except FRIDA_ERRORS as exc:
             raise FridaAttachFailed(f"Frida could not attach to pid {pid}: {exc}.") from exc
-        session.on("detached", lambda reason, crash: self._on_detached(pid, reason))
         try:
             script = session.create_script(agent_js, name="strobe-agent")
         except FRIDA_ERRORS as exc:
             raise FridaAttachFailed(f"The Strobe agent could not be created in pid {pid}: {exc}.") from exc
         handle = ProcessHandle(pid=pid, session=session, script=script, observer=observer)
+        session.on("detached", lambda reason, crash: self._on_detached(handle, reason))
         script.on("message", lambda message, data: self._on_message(handle, message, data))
         try:
             script.load()
@@ -133,6 +210,13 @@ class Launcher:
     def kill(self, pid: int) -> None:
         with contextlib.suppress(*FRIDA_ERRORS):  # already gone
             self._get_device().kill(pid)
+
+    def close(self) -> None:
+        """Release Frida: its helper processes exit with it (they would otherwise outlive the daemon)."""
+        if self._device is not None:
+            with contextlib.suppress(*FRIDA_ERRORS):
+                frida.shutdown()
+            self._device = None
 
     def forget(self, pid: int) -> None:
         with self._lock:
@@ -158,16 +242,24 @@ class Launcher:
         except PydanticValidationError:
             log.warning("pid %d: unrecognised agent message %r", handle.pid, message)
             return
-        if isinstance(payload, ProcessExit):
+        if isinstance(payload, TraceBatch):
+            handle.observer.on_trace_batch(handle.pid, payload, data or b"")
+        elif isinstance(payload, HooksUpdated | Flushed):
+            handle.deliver_reply(payload)
+        elif isinstance(payload, SamplingStateChange):
+            handle.observer.on_sampling_change(handle.pid, payload)
+        elif isinstance(payload, ProcessExit):
             handle.observer.on_exit_code(handle.pid, payload.code)
             with contextlib.suppress(*FRIDA_ERRORS):  # the process may already be tearing down
                 handle.script.post(EXIT_ACK)
         elif isinstance(payload, AgentLoaded):
-            if payload.protocolVersion != PROTOCOL_VERSION:
+            if payload.protocolVersion != PROTOCOL_VERSION or payload.recordSize != RECORD_SIZE:
                 handle.handshake_error = (
-                    f"The agent speaks protocol {payload.protocolVersion} but this daemon expects "
-                    f"{PROTOCOL_VERSION}: the agent cache is stale. Delete $STROBE_HOME/cache and relaunch."
+                    f"The agent speaks protocol {payload.protocolVersion} (records of {payload.recordSize} bytes) "
+                    f"but this daemon expects {PROTOCOL_VERSION} ({RECORD_SIZE} bytes): the agent cache is stale. "
+                    "Delete $STROBE_HOME/cache and relaunch."
                 )
+            handle.modules = payload.modules
             handle.loaded.set()
         elif isinstance(payload, AgentLog):
             log.log(
@@ -175,7 +267,8 @@ class Launcher:
                 "agent pid %d: %s", handle.pid, payload.message,
             )
 
-    def _on_detached(self, pid: int, reason: str) -> None:
-        observer = self._observer(pid)
+    def _on_detached(self, handle: ProcessHandle, reason: str) -> None:
+        handle.fail_pending()
+        observer = self._observer(handle.pid)
         if observer is not None:
-            observer.on_detached(pid, str(reason))
+            observer.on_detached(handle.pid, str(reason))

@@ -98,6 +98,17 @@ class QueryRequest(StrictModel):
         return self
 
 
+class TraceRequest(StrictModel):
+    sessionId: str | None = Field(
+        default=None, min_length=1, description="A running session; omit to stage patterns for the next launch."
+    )
+    add: list[str] = Field(default_factory=list, max_length=100, description="Patterns to start tracing.")
+    remove: list[str] = Field(default_factory=list, max_length=100, description="Active patterns to stop tracing.")
+    projectRoot: str | None = Field(
+        default=None, description="Project root for settings and @usercode in pending mode."
+    )
+
+
 class StopRequest(StrictModel):
     sessionId: str = Field(min_length=1)
     retain: bool = Field(default=False, description="Keep the session's events for later queries.")

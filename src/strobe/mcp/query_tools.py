@@ -50,6 +50,20 @@ async def query(ctx: ToolContext, req: QueryRequest) -> dict[str, Any]:
             f"(events.maxPerSession = {settings.max_events_per_session}); raise it in "
             f"{record.project_root}/.strobe/settings.json or narrow your trace patterns."
         )
+    if record.sampled_out:
+        hot = manager.sampled_functions(record.id)
+        which = f" ({', '.join(hot)})" if hot else ""
+        warnings.append(
+            f"Partial data: {record.sampled_out:,} calls of hot functions{which} were skipped by sampling; the "
+            "recorded ones are marked sampled (verbose). For full capture, remove the hot function's pattern with "
+            f"debug_trace, or set trace.samplePercent to 100 in {record.project_root}/.strobe/settings.json and "
+            "call debug_trace again."
+        )
+    if record.dropped:
+        warnings.append(
+            f"{record.dropped:,} trace events were lost because the program produced them faster than Strobe "
+            "could store them. Narrow the trace patterns."
+        )
     if warnings:
         result["warnings"] = warnings
     if page.has_more:

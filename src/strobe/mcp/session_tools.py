@@ -13,7 +13,8 @@ from strobe.settings import load_settings
 async def launch(ctx: ToolContext, req: LaunchRequest) -> dict[str, Any]:
     settings = load_settings(ctx.paths, req.projectRoot)
     command = resolve_command(req.command, req.args, req.cwd, req.projectRoot)
-    live = await ctx.manager.launch(command, req.projectRoot, req.env, settings)
+    pending = len(ctx.manager.pending_patterns)
+    live, warnings = await ctx.manager.launch(command, req.projectRoot, req.env, settings)
     sid = live.record.id
     result: dict[str, Any] = {
         "sessionId": sid,
@@ -25,8 +26,10 @@ async def launch(ctx: ToolContext, req: LaunchRequest) -> dict[str, Any]:
             f"call debug_stop({{sessionId: '{sid}'}}) when done."
         ),
     }
-    if settings.warnings:
-        result["warnings"] = list(settings.warnings)
+    if pending:
+        result["pendingPatternsApplied"] = pending
+    if settings.warnings or warnings:
+        result["warnings"] = [*settings.warnings, *warnings]
     return result
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import struct
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -216,11 +217,27 @@ def _json(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
+_HEX_FROM = 1 << 32
+
+
+def register_value(value: int) -> int | str:
+    """A raw register as the agent sees it: small values as integers, large ones (pointers) in hex."""
+    if -_HEX_FROM < value < _HEX_FROM:
+        return value
+    return hex(value & 0xFFFF_FFFF_FFFF_FFFF)
+
+
+def _arguments(args: Any) -> Any:
+    if isinstance(args, bytes):
+        return [register_value(v) for v in struct.unpack(f"<{len(args) // 8}q", args)]
+    return _json(args)
+
+
 def _return_type(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, int):
-        return "int"
+        return "int" if -_HEX_FROM < value < _HEX_FROM else "pointer"
     if isinstance(value, float):
         return "float"
     if isinstance(value, str):
@@ -257,8 +274,8 @@ def _to_wire(row: tuple[Any, ...], session_id: str, verbose: bool) -> dict[str, 
             threadName=tname,
             pid=pid,
             parentEventId=None if parent is None else f"{session_id}-{parent}",
-            arguments=_json(args),
-            returnValue=_decode_retval(retval),
+            arguments=_arguments(args),
+            returnValue=register_value(retval) if isinstance(retval, int) else _decode_retval(retval),
             watchValues=extra_fields.pop("watchValues", None),
             sampled=None if sampled is None else bool(sampled),
         )

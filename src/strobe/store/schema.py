@@ -11,7 +11,7 @@ import sqlite3
 from enum import IntEnum
 from pathlib import Path
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class EventKind(IntEnum):
@@ -49,7 +49,9 @@ CREATE TABLE IF NOT EXISTS sessions (
     status TEXT NOT NULL,                 -- running | exited | stopped
     exit_code INTEGER,
     retained INTEGER NOT NULL DEFAULT 0,
-    trimmed INTEGER NOT NULL DEFAULT 0    -- events dropped by the per-session FIFO limit
+    trimmed INTEGER NOT NULL DEFAULT 0,   -- events dropped by the per-session FIFO limit
+    dropped INTEGER NOT NULL DEFAULT 0,   -- trace events lost because the agent's ring was full
+    sampled_out INTEGER NOT NULL DEFAULT 0  -- calls of hot functions skipped by sampling (enter+exit)
 );
 CREATE TABLE IF NOT EXISTS processes (
     session INTEGER NOT NULL,
@@ -65,7 +67,8 @@ CREATE TABLE IF NOT EXISTS functions (
     name TEXT NOT NULL,
     raw TEXT,
     file TEXT,
-    line INTEGER
+    line INTEGER,
+    params INTEGER                        -- formal parameters, to trim raw argument registers
 );
 CREATE TABLE IF NOT EXISTS threads (
     session INTEGER NOT NULL,
@@ -87,7 +90,7 @@ CREATE TABLE IF NOT EXISTS events (
     retval,                               -- integer, text or JSON text
     sampled INTEGER,
     text TEXT,                            -- stdout/stderr line
-    args TEXT,                            -- JSON
+    args,                                 -- BLOB of raw argument registers, or JSON text
     extra TEXT                            -- JSON: watch values, crash details, snapshots
 );
 CREATE INDEX IF NOT EXISTS events_by_time ON events (session, ts);
@@ -111,7 +114,23 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = OFF")
     conn.executescript(_DDL)
+    _add_missing_columns(conn)
     conn.execute(
-        "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+        "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
     )
     return conn
+
+
+# Columns added after version 1; an older store gains them in place (nothing is lost).
+_ADDED_COLUMNS = (
+    ("sessions", "dropped", "INTEGER NOT NULL DEFAULT 0"),
+    ("sessions", "sampled_out", "INTEGER NOT NULL DEFAULT 0"),
+    ("functions", "params", "INTEGER"),
+)
+
+
+def _add_missing_columns(conn: sqlite3.Connection) -> None:
+    for table, column, declaration in _ADDED_COLUMNS:
+        existing = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        if column not in existing:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")

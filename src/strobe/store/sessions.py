@@ -28,6 +28,8 @@ class SessionRecord:
     exit_code: int | None
     retained: bool
     trimmed: int
+    dropped: int = 0
+    sampled_out: int = 0
 
     def to_wire(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -45,14 +47,18 @@ class SessionRecord:
         return out
 
 
-_COLUMNS = "key, id, binary_path, project_root, pid, started_at, ended_at, status, exit_code, retained, trimmed"
+_COLUMNS = (
+    "key, id, binary_path, project_root, pid, started_at, ended_at, status, exit_code, retained, trimmed, "
+    "dropped, sampled_out"
+)
 
 
 def _record(row: tuple[Any, ...]) -> SessionRecord:
-    key, sid, binary, root, pid, started, ended, status, code, retained, trimmed = row
+    key, sid, binary, root, pid, started, ended, status, code, retained, trimmed, dropped, sampled_out = row
     return SessionRecord(
         key=key, id=sid, binary_path=binary, project_root=root, pid=pid, started_at=started, ended_at=ended,
         status=SessionStatus(status), exit_code=code, retained=bool(retained), trimmed=trimmed,
+        dropped=dropped, sampled_out=sampled_out,
     )
 
 

@@ -9,6 +9,7 @@ changes stay ordered with the events they describe.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import queue
 import sqlite3
@@ -29,6 +30,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 EventRow = tuple[Any, ...]
 """One event in EVENT_COLUMNS order, without its id."""
+IdentifiedRow = tuple[Any, ...]
+"""One event as (id, *EVENT_COLUMNS)."""
 
 DEFAULT_MAX_EVENTS = 200_000
 _MAX_ITEMS_PER_TRANSACTION = 50_000
@@ -50,12 +53,19 @@ class _SessionFifo:
     ranges: deque[list[int]] = field(default_factory=deque)
 
     def add(self, first_id: int, n: int) -> None:
-        last = self.ranges[-1] if self.ranges else None
-        if last is not None and last[1] + 1 == first_id:
-            last[1] += n
-        else:
-            self.ranges.append([first_id, first_id + n - 1])
+        """Record ids first_id..first_id+n-1. Ids are reserved before they are written, so a block can
+        arrive after a higher one; ranges stay sorted so the oldest ids are trimmed first."""
         self.count += n
+        new = [first_id, first_id + n - 1]
+        if not self.ranges or self.ranges[-1][1] < first_id:
+            last = self.ranges[-1] if self.ranges else None
+            if last is not None and last[1] + 1 == first_id:
+                last[1] = new[1]
+            else:
+                self.ranges.append(new)
+            return
+        position = bisect.bisect_left([r[0] for r in self.ranges], first_id)
+        self.ranges.insert(position, new)
 
     def take_excess(self) -> list[tuple[int, int]]:
         """Id ranges to delete so that `count` is back at `limit`."""
@@ -85,6 +95,7 @@ class Writer:
         self._fifos: dict[int, _SessionFifo] = {}
         self._assemblers: dict[tuple[int, int, int], OutputAssembler] = {}
         self._next_id = 1
+        self._id_lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._started = threading.Event()
         self._start_error: BaseException | None = None
@@ -98,9 +109,28 @@ class Writer:
         if self._start_error is not None:
             raise self._start_error
 
+    def reserve_ids(self, n: int) -> int:
+        """Reserve n consecutive event ids (for producers that link events to each other by id)."""
+        with self._id_lock:
+            first = self._next_id
+            self._next_id += n
+            return first
+
     def submit_rows(self, rows: Sequence[EventRow]) -> None:
+        """Store events; ids are assigned now, in submission order."""
+        by_session: dict[int, list[EventRow]] = {}
+        for row in rows:
+            by_session.setdefault(row[0], []).append(row)
+        for session, session_rows in by_session.items():
+            first = self.reserve_ids(len(session_rows))
+            self._queue.put(
+                ("rows", session, first, [(first + i, *row) for i, row in enumerate(session_rows)])
+            )
+
+    def submit_identified(self, session: int, first_id: int, rows: Sequence[IdentifiedRow]) -> None:
+        """Store events of one session carrying ids first_id.. first_id+len(rows)-1 from reserve_ids()."""
         if rows:
-            self._queue.put(("rows", rows))
+            self._queue.put(("rows", session, first_id, rows))
 
     def submit_output(self, session: int, pid: int, kind: EventKind, data: bytes, ts_ns: int) -> None:
         """A chunk of a target's stdout/stderr; empty `data` means that stream has ended."""
@@ -167,7 +197,10 @@ class Writer:
         for item in items:
             tag = item[0]
             if tag == "rows":
-                pending.extend(item[1])
+                _, session, first, rows = item
+                conn.executemany(_INSERT, rows)
+                self._fifo(session).add(first, len(rows))
+                self.rows_written += len(rows)
             elif tag == "out":
                 _, session, pid, kind, data, ts_ns, mono = item
                 key = (session, pid, kind)
@@ -213,7 +246,8 @@ class Writer:
     def _resync(self, conn: sqlite3.Connection) -> None:
         """After a rollback, rebuild the id counter and FIFO ranges from what the store really holds."""
         row = conn.execute("SELECT max(id) FROM events").fetchone()
-        self._next_id = max(self._next_id, (row[0] or 0) + 1)
+        with self._id_lock:
+            self._next_id = max(self._next_id, (row[0] or 0) + 1)
         for session, fifo in self._fifos.items():
             ids = sorted(r[0] for r in conn.execute("SELECT id FROM events WHERE session = ?", (session,)))
             fifo.ranges.clear()
@@ -235,8 +269,7 @@ class Writer:
         for row in rows:
             by_session.setdefault(row[0], []).append(row)
         for session, session_rows in by_session.items():
-            first = self._next_id
-            self._next_id += len(session_rows)
+            first = self.reserve_ids(len(session_rows))
             conn.executemany(_INSERT, [(first + i, *row) for i, row in enumerate(session_rows)])
             self._fifo(session).add(first, len(session_rows))
         self.rows_written += len(rows)

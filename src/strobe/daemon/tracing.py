@@ -1,0 +1,154 @@
+"""Which functions a session's patterns select, and the hook changes that make the process match.
+
+Planning is pure (patterns + symbols in, desired hooks and warnings out); SessionManager applies a
+plan through the agent. Function slots (the agent's function ids) are never reused within a session,
+so an event decoded late can never be attributed to a different function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from strobe.daemon.ingest import HookedSlot, TraceIngest
+from strobe.daemon.symbols import TraceableFunction
+from strobe.errors import InvalidPattern
+from strobe.symbols.patterns import Pattern, parse_pattern
+
+MAX_HOOKS = 10_000
+MAX_SLOTS = 1 << 16  # agent/src/tracer.ts MAX_FUNCTIONS
+_LISTED = 5
+
+
+@dataclass
+class HookPlan:
+    patterns: list[str]
+    desired: dict[tuple[str, int, str], TraceableFunction]
+    matched: int
+    warnings: list[str]
+
+
+def parse_patterns(texts: Sequence[str], project_root: str | None) -> list[Pattern]:
+    return [parse_pattern(text, project_root) for text in texts]
+
+
+def _names(functions: Sequence[TraceableFunction]) -> str:
+    shown = ", ".join(sorted({f.name for f in functions})[:_LISTED])
+    more = len({f.name for f in functions}) - _LISTED
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def merge_patterns(current: Sequence[str], add: Sequence[str], remove: Sequence[str]) -> tuple[list[str], list[str]]:
+    warnings = [f"Pattern '{p}' was not active; nothing to remove." for p in remove if p not in current]
+    merged = [p for p in current if p not in remove]
+    for text in add:
+        if text not in merged and text not in remove:
+            merged.append(text)
+    return merged, warnings
+
+
+def plan_hooks(
+    current: Sequence[str],
+    add: Sequence[str],
+    remove: Sequence[str],
+    functions: Sequence[TraceableFunction],
+    project_root: str | None,
+) -> HookPlan:
+    """Decide the hooks for the patterns after this change. Raises InvalidPattern before changing anything."""
+    parsed = {p.text: p for p in parse_patterns(add, project_root)}
+    patterns, warnings = merge_patterns(current, add, remove)
+    parsed.update({p.text: p for p in parse_patterns([t for t in patterns if t not in parsed], project_root)})
+    desired: dict[tuple[str, int, str], TraceableFunction] = {}
+    matched: set[tuple[str, int, str]] = set()
+    kept: list[str] = []
+    for text in patterns:
+        hits = [f for f in functions if parsed[text].matches(f)]
+        if len(hits) > MAX_HOOKS:
+            warnings.append(
+                f"Pattern '{text}' matches {len(hits):,} functions, more than the {MAX_HOOKS:,} Strobe hooks at "
+                "once; it was not added. Narrow it (e.g. 'myapp::parser::*' instead of '**', or '@file:parser.c')."
+            )
+            continue
+        kept.append(text)
+        if not hits:
+            warnings.append(
+                f"Pattern '{text}' matched no function. Names are fully qualified (C++ 'ns::Class::method', Rust "
+                "'crate::module::fn'); try '**::name' or '@file:<source file>' to find it."
+            )
+            continue
+        inlined = [f for f in hits if f.info.inlined_only or f.runtime_address == 0]
+        if inlined:
+            warnings.append(
+                f"{len(inlined)} function(s) matched by '{text}' were inlined by the compiler and have no "
+                f"entry point to hook: {_names(inlined)}. Trace their callers, or rebuild with -O0."
+            )
+        for function in hits:
+            matched.add(function.key)
+            if function not in inlined:
+                desired.setdefault(function.key, function)
+    if len(desired) > MAX_HOOKS:
+        dropped = list(desired)[MAX_HOOKS:]
+        for key in dropped:
+            del desired[key]
+        warnings.append(
+            f"The active patterns select more than {MAX_HOOKS:,} functions; only the first {MAX_HOOKS:,} are hooked. "
+            "Remove or narrow a pattern."
+        )
+    return HookPlan(kept, desired, len(matched), warnings)
+
+
+@dataclass
+class SessionTrace:
+    """The trace state of one live process."""
+
+    ingest: TraceIngest
+    patterns: list[str] = field(default_factory=list)
+    slot_of: dict[tuple[str, int, str], int] = field(default_factory=dict)
+    hooked: dict[int, TraceableFunction] = field(default_factory=dict)
+    sampling: dict[int, bool] = field(default_factory=dict)
+
+    def new_functions(self, plan: HookPlan) -> list[TraceableFunction]:
+        """Functions to hook that never had a slot in this session."""
+        return [f for key, f in plan.desired.items() if key not in self.slot_of]
+
+    def assign_slots(self, functions: Sequence[TraceableFunction], db_keys: Sequence[int]) -> None:
+        for function, db_key in zip(functions, db_keys, strict=True):
+            slot = len(self.slot_of)
+            if slot >= MAX_SLOTS:
+                raise InvalidPattern(
+                    f"This session has hooked {MAX_SLOTS:,} distinct functions over its life, the most one session "
+                    "can; relaunch to start afresh with narrower patterns."
+                )
+            self.slot_of[function.key] = slot
+            self.ingest.slots[slot] = HookedSlot(db_key=db_key, params=function.info.params)
+
+    def changes(self, plan: HookPlan) -> tuple[list[tuple[int, TraceableFunction]], list[int]]:
+        """(slot, function) pairs to hook and slots to unhook so the process matches the plan."""
+        hooked_keys = {f.key for f in self.hooked.values()}
+        to_add = [(self.slot_of[key], f) for key, f in plan.desired.items() if key not in hooked_keys]
+        to_remove = [slot for slot, f in self.hooked.items() if f.key not in plan.desired]
+        return to_add, to_remove
+
+    def sampled_function_names(self) -> list[str]:
+        return sorted({self.hooked[slot].name for slot, on in self.sampling.items() if on and slot in self.hooked})
+
+
+def stability_status(hooked: int, matched: int, sampled: list[str]) -> str:
+    if hooked == 0:
+        return (
+            "No functions are hooked. Check the warnings: the names may need qualifying ('ns::func', '**::func'), "
+            "the functions may be inlined (built with -O2), or the binary may lack debug info."
+        )
+    if hooked < 50:
+        status = f"{hooked} hooks: under 50, excellent stability and overhead."
+    elif hooked < 1000:
+        status = f"{hooked} hooks: fine; narrow the patterns if the program slows down."
+    else:
+        status = f"{hooked} hooks: a lot. Expect overhead; prefer narrower patterns and watch for sampling."
+    if matched > hooked:
+        status += f" {matched - hooked} matched function(s) could not be hooked (see warnings)."
+    if sampled:
+        status += (
+            f" Hot functions are being sampled (partial data, events marked sampled): {', '.join(sampled[:_LISTED])}."
+        )
+    return status

@@ -1,0 +1,27 @@
+"""Decoding of the agent's binary trace records (layout documented in agent/src/tracer.ts)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+RECORD_DTYPE = np.dtype(
+    [
+        ("ts", "<u8"),
+        ("tid", "<u4"),
+        ("func", "<u4"),
+        ("kind", "<u4"),
+        ("flags", "<u4"),
+        ("a", "<i8", (6,)),
+    ]
+)
+RECORD_SIZE = RECORD_DTYPE.itemsize
+KIND_ENTER = 1
+KIND_EXIT = 2
+FLAG_SAMPLED = 1
+
+
+def decode(data: bytes, count: int) -> np.ndarray:
+    """The records of one batch; raises ValueError if the payload does not hold `count` records."""
+    if len(data) != count * RECORD_SIZE:
+        raise ValueError(f"trace batch of {len(data)} bytes does not hold {count} records of {RECORD_SIZE}")
+    return np.frombuffer(data, dtype=RECORD_DTYPE, count=count)

@@ -1,0 +1,75 @@
+"""debug_trace: add and remove trace patterns on a live process, or stage them for the next launch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strobe.daemon.tracing import stability_status
+from strobe.mcp.models import TraceRequest
+from strobe.mcp.registry import Tool, ToolContext
+from strobe.settings import load_settings
+
+
+async def trace(ctx: ToolContext, req: TraceRequest) -> dict[str, Any]:
+    manager = ctx.manager
+    if req.sessionId is None:
+        settings = load_settings(ctx.paths, req.projectRoot)
+        warnings = await manager.stage_patterns(req.add, req.remove, req.projectRoot)
+        return {
+            "mode": "pending",
+            "activePatterns": list(manager.pending_patterns),
+            "hookedFunctions": 0,
+            "activeWatches": [],
+            "warnings": [*settings.warnings, *warnings],
+            "eventLimit": settings.max_events_per_session,
+            "status": (
+                "Staged for the next debug_launch, hooked before the program's first instruction; they stay staged "
+                "until removed. Usually better: launch without patterns, read stderr/stdout first, then add "
+                "patterns to the running session (pass its sessionId)."
+            ),
+        }
+    record = await manager.get_record(req.sessionId)
+    settings = load_settings(ctx.paths, record.project_root)
+    live, plan, warnings = await manager.trace(req.sessionId, req.add, req.remove, settings)
+    assert live.trace is not None
+    hooked = len(live.trace.hooked)
+    sampled = live.trace.sampled_function_names()
+    result: dict[str, Any] = {
+        "mode": "runtime",
+        "activePatterns": list(live.trace.patterns),
+        "hookedFunctions": hooked,
+    }
+    matched = plan.matched if plan is not None else hooked
+    if matched != hooked:
+        result["matchedFunctions"] = matched
+    result.update(
+        activeWatches=[],
+        warnings=[*settings.warnings, *warnings],
+        eventLimit=settings.max_events_per_session,
+        status=stability_status(hooked, matched, sampled),
+    )
+    if hooked:
+        result["nextSteps"] = (
+            f"Exercise the code, then debug_query({{sessionId: '{req.sessionId}', eventType: 'function_exit'}}) "
+            "or filter by function; add verbose: true for arguments and return values."
+        )
+    return result
+
+
+TOOLS = (
+    Tool(
+        "debug_trace",
+        TraceRequest,
+        "Start or stop tracing functions of a running program, without restarting it: each call of a matched "
+        "function records function_enter (arguments) and function_exit (return value, duration) events, read "
+        "with debug_query. Patterns match demangled names: 'ns::func', 'ns::*' (one level), 'ns::**' (any "
+        "depth), '*::validate', 'auth::**::validate', plain C names, '@usercode' (functions in projectRoot), "
+        "'@file:parser.cpp'. Use it after reading the program's output, with the narrowest patterns that "
+        "answer the question. Without sessionId the patterns are staged for the next debug_launch. Returns "
+        "{mode, activePatterns, hookedFunctions, matchedFunctions?, activeWatches, warnings, eventLimit, status}; "
+        "calling it with neither add nor remove reports the current state. Functions called more than 100k "
+        "times a second are sampled (status and debug_query say so).\n"
+        'Example: {"sessionId": "server-2026-02-05-14h32", "add": ["auth::**", "validate_form"]}',
+        trace,
+    ),
+)

@@ -1,0 +1,109 @@
+"""TraceIngest: binary records to rows with parents, durations, thread names and loss counters."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from strobe.daemon.ingest import HookedSlot, TraceIngest
+from strobe.instrument.records import FLAG_SAMPLED, KIND_ENTER, KIND_EXIT, RECORD_DTYPE
+from strobe.store import sessions as store_sessions
+from strobe.store.query import EventFilter, install_functions, query_events
+from strobe.store.schema import connect
+from strobe.store.writer import Writer
+
+START = 1_000_000_000
+
+
+@pytest.fixture
+def writer(tmp_path: Path) -> Iterator[Writer]:
+    w = Writer(tmp_path / "strobe.db")
+    w.start()
+    yield w
+    w.close()
+
+
+def records(*rows: tuple[int, int, int, int, int, list[int]]) -> bytes:
+    """(ts, tid, func slot, kind, flags, registers)"""
+    out = np.zeros(len(rows), dtype=RECORD_DTYPE)
+    for i, (ts, tid, func, kind, flags, regs) in enumerate(rows):
+        out[i] = (START + ts, tid, func, kind, flags, (regs + [0] * 6)[:6])
+    return out.tobytes()
+
+
+def make_ingest(writer: Writer) -> tuple[TraceIngest, int]:
+    record = writer.call(lambda c: store_sessions.insert_session(c, "s", "/bin/x", "/", os.getpid(), 0)).result(10)
+    keys = writer.call(
+        lambda c: [
+            c.execute("INSERT INTO functions (name, file, line, params) VALUES (?, 'a.c', ?, ?)", (n, i, p)).lastrowid
+            for i, (n, p) in enumerate([("outer", 2), ("inner", 1)])
+        ]
+    ).result(10)
+    ingest = TraceIngest(writer, record.key, os.getpid(), START)
+    ingest.slots[0] = HookedSlot(keys[0], 2)
+    ingest.slots[1] = HookedSlot(keys[1], 1)
+    return ingest, record.key
+
+
+def read(writer: Writer, tmp_path: Path, session: int, verbose: bool = True) -> list[dict[str, object]]:
+    writer.call(lambda c: None).result(10)  # everything before is committed
+    conn = connect(tmp_path / "strobe.db", readonly=True)
+    install_functions(conn)
+    try:
+        return query_events(conn, session, "s", EventFilter(), limit=500, offset=0, verbose=verbose).events
+    finally:
+        conn.close()
+
+
+def test_parents_durations_and_arguments(writer: Writer, tmp_path: Path) -> None:
+    ingest, session = make_ingest(writer)
+    main = threading.get_native_id()
+    data = records(
+        (10, main, 0, KIND_ENTER, 0, [1, 2, 3]),
+        (20, main, 1, KIND_ENTER, 0, [-5]),
+        (30, main, 1, KIND_EXIT, 0, [7, 10]),
+        (40, main, 0, KIND_EXIT, 0, [1 << 40, 30]),
+    )
+    ingest.on_batch(data, 4, dropped=0, sampled_out=0, threads=[(main, "main-thread")])
+    events = read(writer, tmp_path, session)
+    outer_enter, inner_enter, inner_exit, outer_exit = events
+    assert outer_enter["arguments"] == [1, 2]  # trimmed to the function's two parameters
+    assert inner_enter["arguments"] == [-5]
+    assert "parentEventId" not in outer_enter
+    assert inner_enter["parentEventId"] == outer_enter["id"]
+    assert inner_exit["parentEventId"] == outer_enter["id"]
+    assert inner_exit["returnValue"] == 7 and inner_exit["durationNs"] == 10
+    assert outer_exit["returnValue"] == hex(1 << 40) and outer_exit["returnType"] == "pointer"
+    assert [e["timestampNs"] for e in events] == [10, 20, 30, 40]
+    assert outer_enter["threadName"] == "main-thread"
+
+
+def test_threads_keep_separate_stacks_across_batches(writer: Writer, tmp_path: Path) -> None:
+    ingest, session = make_ingest(writer)
+    ingest.on_batch(records((1, 501, 0, KIND_ENTER, 0, []), (2, 502, 0, KIND_ENTER, 0, [])), 2, 0, 0)
+    ingest.on_batch(records((3, 502, 1, KIND_ENTER, 0, []), (4, 501, 1, KIND_ENTER, 0, [])), 2, 0, 0)
+    events = read(writer, tmp_path, session)
+    assert events[2]["parentEventId"] == events[1]["id"]  # tid 502's inner under tid 502's outer
+    assert events[3]["parentEventId"] == events[0]["id"]
+
+
+def test_sampled_flag_and_loss_counters(writer: Writer, tmp_path: Path) -> None:
+    ingest, session = make_ingest(writer)
+    ingest.on_batch(records((1, 9, 1, KIND_ENTER, FLAG_SAMPLED, [3])), 1, dropped=4, sampled_out=99)
+    events = read(writer, tmp_path, session)
+    assert events[0]["sampled"] is True
+    conn = sqlite3.connect(tmp_path / "strobe.db")
+    assert conn.execute("SELECT dropped, sampled_out FROM sessions WHERE key = ?", (session,)).fetchone() == (4, 99)
+    conn.close()
+
+
+def test_a_batch_with_the_wrong_size_is_refused(writer: Writer) -> None:
+    ingest, _ = make_ingest(writer)
+    with pytest.raises(ValueError):
+        ingest.on_batch(b"\0" * 10, 1, 0, 0)
