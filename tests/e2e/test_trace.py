@@ -296,3 +296,82 @@ async def test_a_pattern_matching_too_many_functions_is_refused(
     assert refused["activePatterns"] == ["f1"] and refused["hookedFunctions"] == 1
     assert any("matches 10,0" in w and "not added" in w for w in refused["warnings"])
     await strobe.call("debug_stop", sessionId=sid)
+
+
+async def test_many_threads_nothing_lost_or_misattributed(
+    strobe: StrobeClient, c_target: Callable[[str], Path], project: Path, control: Control
+) -> None:
+    sid = await launch_ready(strobe, c_target("threads"), project, str(control.directory))
+    assert (await strobe.call("debug_trace", sessionId=sid, add=["tagged"]))["hookedFunctions"] == 1
+    (control.directory / "go").touch()
+
+    async def finished() -> bool | None:
+        page = await strobe.call("debug_query", sessionId=sid, eventType="stdout")
+        return True if any(e["text"] == "threads done\n" for e in page["events"]) else None
+
+    await poll(finished, 30, "the threads to finish")
+    enters = await calls(strobe, sid, eventType="function_enter")
+    exits = await calls(strobe, sid, eventType="function_exit")
+    assert len(enters) == len(exits) == 4 * 3000
+    for enter in enters:
+        thread, k = enter["arguments"]
+        assert enter["threadName"] == f"t-{thread}", enter
+    by_thread: dict[str, list[int]] = {}
+    for enter in enters:
+        by_thread.setdefault(enter["threadName"], []).append(enter["arguments"][1])
+    assert {name: ks for name, ks in by_thread.items()} == {f"t-{t}": list(range(3000)) for t in range(4)}
+    for exit_event in exits:
+        thread = int(exit_event["threadName"][2:])
+        assert exit_event["returnValue"] // 100000 == thread
+    assert "warnings" not in await strobe.call("debug_query", sessionId=sid, limit=1)
+    await strobe.call("debug_stop", sessionId=sid)
+
+
+async def test_usercode_and_file_patterns(
+    strobe: StrobeClient, c_target: Callable[[str], Path], control: Control
+) -> None:
+    sources = Path(__file__).parents[1] / "targets"  # traced.c lives here: it is the project
+    binary = c_target("traced")
+    sid = (await strobe.call("debug_launch", command=str(binary), args=[str(control.directory)],
+                             projectRoot=str(sources)))["sessionId"]
+    defined_in_traced_c = {
+        "early_setup", "init_config", "add", "multiply", "helper_static", "validate", "slow_function",
+        "process_command", "worker", "before_main", "exists", "main",
+    }
+    usercode = await strobe.call("debug_trace", sessionId=sid, add=["@usercode"])
+    assert usercode["hookedFunctions"] == len(defined_in_traced_c), usercode
+    await control.round(strobe, sid)
+    traced = {e["function"] for e in await calls(strobe, sid, eventType="function_enter")}
+    assert traced <= defined_in_traced_c and {"add", "worker", "exists", "process_command"} <= traced
+    await strobe.call("debug_trace", sessionId=sid, remove=["@usercode"])
+    by_file = await strobe.call("debug_trace", sessionId=sid, add=["@file:targets/traced.c"])
+    assert by_file["hookedFunctions"] == len(defined_in_traced_c)
+    assert (await strobe.call("debug_trace", sessionId=sid, add=["@file:no_such_file.c"]))["warnings"]
+    await strobe.call("debug_stop", sessionId=sid)
+
+
+async def test_function_in_a_shared_library(
+    strobe: StrobeClient, project: Path, control: Control, tmp_path: Path
+) -> None:
+    import subprocess
+
+    targets = Path(__file__).parents[1] / "targets"
+    lib = tmp_path / "libmathlib.so"
+    subprocess.run(["gcc", "-g", "-O0", "-shared", "-fPIC", "-o", str(lib), str(targets / "mathlib.c")], check=True)
+    binary = tmp_path / "uses_lib"
+    subprocess.run(
+        ["gcc", "-g", "-O0", "-o", str(binary), str(targets / "uses_lib.c"), f"-L{tmp_path}", "-lmathlib",
+         f"-Wl,-rpath,{tmp_path}"],
+        check=True,
+    )
+    sid = await launch_ready(strobe, binary, project, str(control.directory))
+    traced = await strobe.call("debug_trace", sessionId=sid, add=["lib_scale"])
+    assert traced["hookedFunctions"] == 1
+    await control.round(strobe, sid)
+    await control.round(strobe, sid)
+    exits = await calls(strobe, sid, eventType="function_exit")
+    assert [(e["function"], e["returnValue"]) for e in exits] == [("lib_scale", 10), ("lib_scale", 20)]
+    assert exits[0]["sourceFile"].endswith("targets/mathlib.c")
+    enters = await calls(strobe, sid, eventType="function_enter")
+    assert [e["arguments"] for e in enters] == [[1, 10], [2, 10]]
+    await strobe.call("debug_stop", sessionId=sid)

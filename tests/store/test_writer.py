@@ -400,3 +400,15 @@ def test_failed_transaction_does_not_corrupt_fifo(writer: Writer, reader: sqlite
     assert [ts for _, ts in session_rows(reader, s)] == [1, 2, 3, 4, 9]
     record = store_sessions.get_session_by_key(reader, s)
     assert record is not None and record.trimmed == 1
+
+
+def test_reserved_ids_written_out_of_order_are_trimmed_oldest_first(writer: Writer, reader: sqlite3.Connection) -> None:
+    s = new_session(writer)
+    writer.set_limit(s, 3)
+    early = writer.reserve_ids(2)
+    late = writer.reserve_ids(2)
+    # The later block is stored first (a producer finished sooner); FIFO still drops the lowest ids.
+    writer.submit_identified(s, late, [(late + i, *row(s, 10 + i)) for i in range(2)])
+    writer.submit_identified(s, early, [(early + i, *row(s, i)) for i in range(2)])
+    barrier(writer)
+    assert [event_id for event_id, _ in session_rows(reader, s)] == [early + 1, late, late + 1]
