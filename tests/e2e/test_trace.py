@@ -314,12 +314,12 @@ async def test_many_threads_nothing_lost_or_misattributed(
     exits = await calls(strobe, sid, eventType="function_exit")
     assert len(enters) == len(exits) == 4 * 3000
     for enter in enters:
-        thread, k = enter["arguments"]
+        thread, _ = enter["arguments"]
         assert enter["threadName"] == f"t-{thread}", enter
     by_thread: dict[str, list[int]] = {}
     for enter in enters:
         by_thread.setdefault(enter["threadName"], []).append(enter["arguments"][1])
-    assert {name: ks for name, ks in by_thread.items()} == {f"t-{t}": list(range(3000)) for t in range(4)}
+    assert by_thread == {f"t-{t}": list(range(3000)) for t in range(4)}
     for exit_event in exits:
         thread = int(exit_event["threadName"][2:])
         assert exit_event["returnValue"] // 100000 == thread
