@@ -132,9 +132,7 @@ class _LineEntryReader:
             raw, pos = read_cstr(data, pos)
             return raw.decode("utf-8", "replace"), pos
         if form == FORM_LINE_STRP:
-            offset = read_uint(data, pos, self.offset_size)
-            line_str = unit.sections.line_str
-            return line_str[offset : line_str.index(0, offset)].decode("utf-8", "replace"), pos + self.offset_size
+            return unit.sections.line_string_at(read_uint(data, pos, self.offset_size)), pos + self.offset_size
         if form == FORM_STRP:
             return unit.sections.string_at(read_uint(data, pos, self.offset_size)), pos + self.offset_size
         if form in (FORM_UDATA, FORM_STRX):

@@ -114,6 +114,11 @@ class DwarfSections:
             self.strings[offset] = text
         return text
 
+    def line_string_at(self, offset: int) -> str:
+        """A string of .debug_line_str (DW_FORM_line_strp)."""
+        data = self.line_str
+        return data[offset : data.index(0, offset)].decode("utf-8", "replace")
+
 
 class Unit:
     """Header fields and value decoding for the unit at `offset` of .debug_info."""
@@ -231,9 +236,7 @@ class Unit:
             raw, pos = read_cstr(data, pos)
             return raw.decode("utf-8", "replace"), pos
         if form == FORM_LINE_STRP:
-            offset = read_uint(data, pos, self.offset_size)
-            line_str = self.sections.line_str
-            return line_str[offset : line_str.index(0, offset)].decode("utf-8", "replace"), pos + self.offset_size
+            return self.sections.line_string_at(read_uint(data, pos, self.offset_size)), pos + self.offset_size
         size = _STRX_FORMS.get(form)
         if size is not None:
             return self.string_index(read_uint(data, pos, size)), pos + size
