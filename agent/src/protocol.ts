@@ -47,6 +47,7 @@ export interface HooksUpdated {
 export interface TraceBatch {
   type: "trace_batch";
   count: number;
+  firstSeq: number; // sequence number of the first record; the others follow without gaps
   dropped: number; // records lost so far because the ring was full (cumulative)
   sampledOut: number; // calls of hot functions skipped by sampling so far (cumulative)
   threads: [number, string][]; // (thread id, name) of threads seen for the first time

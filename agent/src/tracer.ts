@@ -4,8 +4,12 @@
 //
 // Record layout (RECORD_SIZE bytes, little endian), decoded by src/strobe/instrument/records.py:
 //   0 u64 timestamp (CLOCK_MONOTONIC ns)   8 u32 thread id   12 u32 function id
-//  16 u32 kind (1 enter, 2 exit)          20 u32 flags (bit 0: captured while sampling)
+//  16 u16 kind (1 enter, 2 exit)  18 u16 flags (bit 0: captured while sampling)
+//  20 u32 parent: sequence number of the caller's enter record on this thread (0xffffffff: none)
 //  24 u64[6] enter: integer argument registers; exit: [0] return value, [1] duration ns
+// A record's sequence number is its ring index; each batch says the sequence number of its first record,
+// and its records are consecutive. Each thread keeps a stack of its open enter records, so parents are
+// known here and the host needs no per-record work to link calls.
 //
 // Hot functions: each function counts its calls per one-second window; past `hotCallsPerSecond` it
 // records only one call in `sampleEvery` (enter and exit together) until a window stays below it.
@@ -22,6 +26,9 @@ const DRAIN_INTERVAL_MS = 5;
 const SAMPLING_SCAN_MS = 100;
 const NAMES_CAPACITY = 4096; // a power of two
 const THREAD_NAME_SIZE = 20;
+const MAX_THREADS = 4096; // threads with a call stack; later ones are traced without parents
+const MAX_DEPTH = 126;
+const THREAD_STACK_SIZE = 8 + 4 * MAX_DEPTH;
 
 const SOURCE = `
 #include <glib.h>
@@ -34,10 +41,17 @@ typedef struct {
   guint64 ts;
   guint32 tid;
   guint32 func;
-  guint32 kind;
-  guint32 flags;
+  guint16 kind;
+  guint16 flags;
+  guint32 parent;
   guint64 a[6];
 } Record;
+
+typedef struct {
+  guint32 tid;
+  guint32 depth;
+  guint32 stack[${MAX_DEPTH}];
+} ThreadStack;
 
 typedef struct {
   guint64 window_start;
@@ -51,10 +65,12 @@ typedef struct {
   guint64 enter_ts;
   guint32 skip;
   guint32 flags;
+  guint32 depth;
 } Invocation;
 
 typedef struct {
   guint32 tid;
+  guint32 stack_slot; /* index into shared.threads + 1; 0 until first looked up */
 } ThreadState;
 
 typedef struct {
@@ -70,12 +86,14 @@ typedef struct {
   guint32 * committed;
   FState * fstate;
   ThreadName * names;
+  ThreadStack * threads;
   volatile guint32 head;
   volatile guint32 tail;
   volatile gint dropped;
   volatile guint32 hot_threshold;
   volatile guint32 sample_every;
   volatile guint32 names_head;
+  volatile guint32 thread_count;
 } Shared;
 
 extern Shared shared;
@@ -84,6 +102,9 @@ extern Shared shared;
 #define NAMES_CAPACITY ${NAMES_CAPACITY}u
 #define HEADROOM ${RING_HEADROOM}u
 #define WINDOW_NS 1000000000ull
+#define MAX_THREADS ${MAX_THREADS}u
+#define MAX_DEPTH ${MAX_DEPTH}u
+#define NO_PARENT 0xffffffffu
 #define KIND_ENTER 1u
 #define KIND_EXIT 2u
 #define FLAG_SAMPLED 1u
@@ -96,21 +117,42 @@ now_ns (void)
   return (guint64) t.sec * 1000000000ull + (guint64) t.nsec;
 }
 
-static inline guint32
-thread_id (GumInvocationContext * ic)
+/* The calling thread's id and call stack, looked up once per (thread, hooked function). */
+static inline ThreadState *
+thread_state (GumInvocationContext * ic)
 {
   ThreadState * state = GUM_IC_GET_THREAD_DATA (ic, ThreadState);
   if (state->tid == 0)
   {
-    /* First call of this function on this thread: note the thread's name while it is alive. */
-    guint32 slot = (guint32) g_atomic_int_add ((volatile gint *) &shared.names_head, 1);
-    ThreadName * entry = &shared.names[slot & (NAMES_CAPACITY - 1)];
-    state->tid = gum_invocation_context_get_thread_id (ic);
-    entry->name[0] = 0;
-    pthread_getname_np (pthread_self (), entry->name, sizeof (entry->name));
-    entry->tid = state->tid;
+    guint32 tid = gum_invocation_context_get_thread_id (ic);
+    guint32 count = shared.thread_count, i;
+    if (count > MAX_THREADS)
+      count = MAX_THREADS;
+    for (i = 0; i != count; i++)
+    {
+      if (shared.threads[i].tid == tid)
+        break;
+    }
+    if (i == count)
+    {
+      /* A thread seen for the first time: give it a stack, and note its name while it is alive.
+         Only this thread can claim a slot for its own id, so two claims never race on one tid. */
+      guint32 slot = (guint32) g_atomic_int_add ((volatile gint *) &shared.names_head, 1);
+      ThreadName * entry = &shared.names[slot & (NAMES_CAPACITY - 1)];
+      entry->name[0] = 0;
+      pthread_getname_np (pthread_self (), entry->name, sizeof (entry->name));
+      entry->tid = tid;
+      i = (guint32) g_atomic_int_add ((volatile gint *) &shared.thread_count, 1);
+      if (i < MAX_THREADS)
+      {
+        shared.threads[i].depth = 0;
+        shared.threads[i].tid = tid;
+      }
+    }
+    state->stack_slot = i < MAX_THREADS ? i + 1 : 0;
+    state->tid = tid;
   }
-  return state->tid;
+  return state;
 }
 
 static inline Record *
@@ -138,7 +180,10 @@ on_enter (GumInvocationContext * ic)
   guint32 func = GPOINTER_TO_UINT (gum_invocation_context_get_listener_function_data (ic));
   Invocation * inv = GUM_IC_GET_INVOCATION_DATA (ic, Invocation);
   FState * fs = &shared.fstate[func];
-  guint32 calls, index, i;
+  guint32 calls, index, parent = NO_PARENT, depth;
+  ThreadState * state;
+  ThreadStack * st = NULL;
+  GumCpuContext * cpu;
   Record * r;
 
   if (ts - fs->window_start >= WINDOW_NS)
@@ -164,16 +209,36 @@ on_enter (GumInvocationContext * ic)
     inv->flags = FLAG_SAMPLED;
   }
 
+  state = thread_state (ic);
+  if (state->stack_slot != 0)
+    st = &shared.threads[state->stack_slot - 1];
   r = reserve (&index);
+  if (st != NULL)
+  {
+    depth = st->depth;
+    inv->depth = depth;
+    if (depth > 0 && depth <= MAX_DEPTH)
+      parent = st->stack[depth - 1];
+    if (depth < MAX_DEPTH)
+      st->stack[depth] = r != NULL ? index : NO_PARENT;
+    st->depth = depth + 1;
+  }
   if (r == NULL)
     return;
+  cpu = ic->cpu_context;
   r->ts = ts;
-  r->tid = thread_id (ic);
+  r->tid = state->tid;
   r->func = func;
   r->kind = KIND_ENTER;
-  r->flags = inv->flags;
-  for (i = 0; i != 6; i++)
-    r->a[i] = (guint64) gum_invocation_context_get_nth_argument (ic, i);
+  r->flags = (guint16) inv->flags;
+  r->parent = parent;
+  /* System V x86-64: the first six integer arguments, read straight from the saved registers. */
+  r->a[0] = cpu->rdi;
+  r->a[1] = cpu->rsi;
+  r->a[2] = cpu->rdx;
+  r->a[3] = cpu->rcx;
+  r->a[4] = cpu->r8;
+  r->a[5] = cpu->r9;
   commit (index);
 }
 
@@ -183,7 +248,8 @@ on_leave (GumInvocationContext * ic)
   guint64 ts = now_ns ();
   guint32 func = GPOINTER_TO_UINT (gum_invocation_context_get_listener_function_data (ic));
   Invocation * inv = GUM_IC_GET_INVOCATION_DATA (ic, Invocation);
-  guint32 index;
+  guint32 index, parent = NO_PARENT;
+  ThreadState * state;
   Record * r;
 
   if (inv->skip)
@@ -191,15 +257,25 @@ on_leave (GumInvocationContext * ic)
     shared.fstate[func].sampled_out++;
     return;
   }
+  state = thread_state (ic);
+  if (state->stack_slot != 0)
+  {
+    /* Back to the depth of the matching enter, whatever happened to frames above it. */
+    ThreadStack * st = &shared.threads[state->stack_slot - 1];
+    st->depth = inv->depth;
+    if (inv->depth > 0 && inv->depth <= MAX_DEPTH)
+      parent = st->stack[inv->depth - 1];
+  }
   r = reserve (&index);
   if (r == NULL)
     return;
   r->ts = ts;
-  r->tid = thread_id (ic);
+  r->tid = state->tid;
   r->func = func;
   r->kind = KIND_EXIT;
-  r->flags = inv->flags;
-  r->a[0] = (guint64) gum_invocation_context_get_return_value (ic);
+  r->flags = (guint16) inv->flags;
+  r->parent = parent;
+  r->a[0] = ic->cpu_context->rax;
   r->a[1] = ts - inv->enter_ts;
   commit (index);
 }
@@ -224,12 +300,12 @@ drain (Record * out, guint32 max)
 `;
 
 // Offsets of the Shared struct's fields, as laid out by the C compiler above.
-const SHARED_HEAD = 4 * Process.pointerSize;
+const SHARED_HEAD = 5 * Process.pointerSize;
 const SHARED_DROPPED = SHARED_HEAD + 8;
 const SHARED_HOT = SHARED_HEAD + 12;
 const SHARED_SAMPLE_EVERY = SHARED_HEAD + 16;
 const SHARED_NAMES_HEAD = SHARED_HEAD + 20;
-const SHARED_SIZE = SHARED_HEAD + 24;
+const SHARED_SIZE = SHARED_HEAD + 32;
 
 export class Tracer {
   private readonly shared = Memory.alloc(SHARED_SIZE);
@@ -237,6 +313,7 @@ export class Tracer {
   private readonly committed = Memory.alloc(RING_CAPACITY * 4);
   private readonly fstate = Memory.alloc(MAX_FUNCTIONS * FSTATE_SIZE);
   private readonly names = Memory.alloc(NAMES_CAPACITY * THREAD_NAME_SIZE);
+  private readonly threads = Memory.alloc(MAX_THREADS * THREAD_STACK_SIZE);
   private namesTail = 0;
   private readonly out = Memory.alloc(DRAIN_BATCH * RECORD_SIZE);
   private readonly module: CModule;
@@ -255,6 +332,7 @@ export class Tracer {
     this.shared.add(Process.pointerSize).writePointer(this.committed);
     this.shared.add(2 * Process.pointerSize).writePointer(this.fstate);
     this.shared.add(3 * Process.pointerSize).writePointer(this.names);
+    this.shared.add(4 * Process.pointerSize).writePointer(this.threads);
     this.configureSampling({ hotCallsPerSecond: 100000, sampleEvery: 100 });
     this.module = new CModule(SOURCE, {
       shared: this.shared,
@@ -329,12 +407,14 @@ export class Tracer {
     }
     let n: number;
     do {
+      const firstSeq = this.shared.add(SHARED_HEAD + 4).readU32();
       n = this.drainFn(this.out, DRAIN_BATCH);
       if (n > 0) {
         emit(
           {
             type: "trace_batch",
             count: n,
+            firstSeq,
             dropped: this.shared.add(SHARED_DROPPED).readS32(),
             sampledOut: this.sampledOut,
             threads: this.newThreadNames(),

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from strobe.daemon.ingest import HookedSlot, TraceIngest
-from strobe.instrument.records import FLAG_SAMPLED, KIND_ENTER, KIND_EXIT, RECORD_DTYPE
+from strobe.daemon.ingest import TraceIngest
+from strobe.instrument.records import FLAG_SAMPLED, KIND_ENTER, KIND_EXIT, NO_PARENT, RECORD_DTYPE
 from strobe.store import sessions as store_sessions
 from strobe.store.query import EventFilter, install_functions, query_events
 from strobe.store.schema import connect
@@ -29,12 +29,15 @@ def writer(tmp_path: Path) -> Iterator[Writer]:
     w.close()
 
 
-def records(*rows: tuple[int, int, int, int, int, list[int]]) -> bytes:
-    """(ts, tid, func slot, kind, flags, registers)"""
+def records(*rows: tuple[int, int, int, int, int, int, list[int]]) -> bytes:
+    """(ts, tid, func slot, kind, flags, parent sequence number, registers)"""
     out = np.zeros(len(rows), dtype=RECORD_DTYPE)
-    for i, (ts, tid, func, kind, flags, regs) in enumerate(rows):
-        out[i] = (START + ts, tid, func, kind, flags, (regs + [0] * 6)[:6])
+    for i, (ts, tid, func, kind, flags, parent, regs) in enumerate(rows):
+        out[i] = (START + ts, tid, func, kind, flags, parent, (regs + [0] * 6)[:6])
     return out.tobytes()
+
+
+N = NO_PARENT
 
 
 def make_ingest(writer: Writer) -> tuple[TraceIngest, int]:
@@ -46,8 +49,8 @@ def make_ingest(writer: Writer) -> tuple[TraceIngest, int]:
         ]
     ).result(10)
     ingest = TraceIngest(writer, record.key, os.getpid(), START)
-    ingest.slots[0] = HookedSlot(keys[0], 2)
-    ingest.slots[1] = HookedSlot(keys[1], 1)
+    ingest.hook(0, keys[0], 2)
+    ingest.hook(1, keys[1], 1)
     return ingest, record.key
 
 
@@ -64,13 +67,13 @@ def read(writer: Writer, tmp_path: Path, session: int, verbose: bool = True) -> 
 def test_parents_durations_and_arguments(writer: Writer, tmp_path: Path) -> None:
     ingest, session = make_ingest(writer)
     main = threading.get_native_id()
-    data = records(
-        (10, main, 0, KIND_ENTER, 0, [1, 2, 3]),
-        (20, main, 1, KIND_ENTER, 0, [-5]),
-        (30, main, 1, KIND_EXIT, 0, [7, 10]),
-        (40, main, 0, KIND_EXIT, 0, [1 << 40, 30]),
+    data = records(  # sequence numbers 100..103; the agent gives each record its caller's enter
+        (10, main, 0, KIND_ENTER, 0, N, [1, 2, 3]),
+        (20, main, 1, KIND_ENTER, 0, 100, [-5]),
+        (30, main, 1, KIND_EXIT, 0, 100, [7, 10]),
+        (40, main, 0, KIND_EXIT, 0, N, [1 << 40, 30]),
     )
-    ingest.on_batch(data, 4, dropped=0, sampled_out=0, threads=[(main, "main-thread")])
+    ingest.on_batch(data, 4, dropped=0, sampled_out=0, threads=[(main, "main-thread")], first_seq=100)
     events = read(writer, tmp_path, session)
     outer_enter, inner_enter, inner_exit, outer_exit = events
     assert outer_enter["arguments"] == [1, 2]  # trimmed to the function's two parameters
@@ -84,18 +87,22 @@ def test_parents_durations_and_arguments(writer: Writer, tmp_path: Path) -> None
     assert outer_enter["threadName"] == "main-thread"
 
 
-def test_threads_keep_separate_stacks_across_batches(writer: Writer, tmp_path: Path) -> None:
+def test_parents_in_earlier_batches_and_across_sequence_wrap(writer: Writer, tmp_path: Path) -> None:
     ingest, session = make_ingest(writer)
-    ingest.on_batch(records((1, 501, 0, KIND_ENTER, 0, []), (2, 502, 0, KIND_ENTER, 0, [])), 2, 0, 0)
-    ingest.on_batch(records((3, 502, 1, KIND_ENTER, 0, []), (4, 501, 1, KIND_ENTER, 0, [])), 2, 0, 0)
+    top = 0xFFFF_FFFD  # the agent's 32-bit sequence numbers wrap: ...fffd, ...fffe, ...ffff, then 0, 1
+    ingest.on_batch(records((1, 501, 0, KIND_ENTER, 0, N, []), (2, 502, 0, KIND_ENTER, 0, N, []),
+                            (3, 503, 0, KIND_ENTER, 0, N, [])), 3, 0, 0, first_seq=top)
+    writer.reserve_ids(5)  # another producer's ids in between: parents must still map to the right rows
+    ingest.on_batch(records((4, 502, 1, KIND_ENTER, 0, top + 1, []), (5, 501, 1, KIND_ENTER, 0, top, [])), 2, 0, 0,
+                    first_seq=0)
     events = read(writer, tmp_path, session)
-    assert events[2]["parentEventId"] == events[1]["id"]  # tid 502's inner under tid 502's outer
-    assert events[3]["parentEventId"] == events[0]["id"]
+    assert events[3]["parentEventId"] == events[1]["id"]  # tid 502's inner under tid 502's outer
+    assert events[4]["parentEventId"] == events[0]["id"]
 
 
 def test_sampled_flag_and_loss_counters(writer: Writer, tmp_path: Path) -> None:
     ingest, session = make_ingest(writer)
-    ingest.on_batch(records((1, 9, 1, KIND_ENTER, FLAG_SAMPLED, [3])), 1, dropped=4, sampled_out=99)
+    ingest.on_batch(records((1, 9, 1, KIND_ENTER, FLAG_SAMPLED, N, [3])), 1, dropped=4, sampled_out=99)
     events = read(writer, tmp_path, session)
     assert events[0]["sampled"] is True
     conn = sqlite3.connect(tmp_path / "strobe.db")

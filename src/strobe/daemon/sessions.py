@@ -93,7 +93,9 @@ class LiveSession:
         trace = self.trace
         if trace is not None:
             self.ingest_worker.submit(
-                lambda: trace.ingest.on_batch(data, batch.count, batch.dropped, batch.sampledOut, batch.threads)
+                lambda: trace.ingest.on_batch(
+                    data, batch.count, batch.dropped, batch.sampledOut, batch.threads, batch.firstSeq
+                )
             )
 
     def on_sampling_change(self, pid: int, change: SamplingStateChange) -> None:

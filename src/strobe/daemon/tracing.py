@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from strobe.daemon.ingest import HookedSlot, TraceIngest
+from strobe.daemon.ingest import TraceIngest
 from strobe.daemon.symbols import TraceableFunction
 from strobe.errors import InvalidPattern
 from strobe.symbols.patterns import Pattern, parse_pattern
@@ -120,7 +120,7 @@ class SessionTrace:
                     "can; relaunch to start afresh with narrower patterns."
                 )
             self.slot_of[function.key] = slot
-            self.ingest.slots[slot] = HookedSlot(db_key=db_key, params=function.info.params)
+            self.ingest.hook(slot, db_key, function.info.params)
 
     def changes(self, plan: HookPlan) -> tuple[list[tuple[int, TraceableFunction]], list[int]]:
         """(slot, function) pairs to hook and slots to unhook so the process matches the plan."""

@@ -50,6 +50,7 @@ class HooksUpdated(BaseModel):
 class TraceBatch(BaseModel):
     type: Literal["trace_batch"]
     count: int
+    firstSeq: int
     dropped: int
     sampledOut: int
     threads: list[tuple[int, str]]

@@ -9,8 +9,9 @@ RECORD_DTYPE = np.dtype(
         ("ts", "<u8"),
         ("tid", "<u4"),
         ("func", "<u4"),
-        ("kind", "<u4"),
-        ("flags", "<u4"),
+        ("kind", "<u2"),
+        ("flags", "<u2"),
+        ("parent", "<u4"),
         ("a", "<i8", (6,)),
     ]
 )
@@ -18,6 +19,7 @@ RECORD_SIZE = RECORD_DTYPE.itemsize
 KIND_ENTER = 1
 KIND_EXIT = 2
 FLAG_SAMPLED = 1
+NO_PARENT = 0xFFFFFFFF
 
 
 def decode(data: bytes, count: int) -> np.ndarray:

@@ -10,6 +10,7 @@ changes stay ordered with the events they describe.
 from __future__ import annotations
 
 import bisect
+import functools
 import logging
 import queue
 import sqlite3
@@ -32,6 +33,8 @@ EventRow = tuple[Any, ...]
 """One event in EVENT_COLUMNS order, without its id."""
 IdentifiedRow = tuple[Any, ...]
 """One event as (id, *EVENT_COLUMNS)."""
+RowGroup = tuple[tuple[str, ...], Sequence[tuple[Any, ...]]]
+"""Rows that all fill the same columns (named first)."""
 
 DEFAULT_MAX_EVENTS = 200_000
 _MAX_ITEMS_PER_TRANSACTION = 50_000
@@ -127,6 +130,12 @@ class Writer:
                 ("rows", session, first, [(first + i, *row) for i, row in enumerate(session_rows)])
             )
 
+    def submit_parts(self, session: int, first_id: int, count: int, parts: Sequence[RowGroup]) -> None:
+        """Store `count` events of one session holding ids first_id.. (from reserve_ids), given as groups of
+        rows that each name their own columns (so absent values cost nothing to bind)."""
+        if count:
+            self._queue.put(("parts", session, first_id, count, parts))
+
     def submit_identified(self, session: int, first_id: int, rows: Sequence[IdentifiedRow]) -> None:
         """Store events of one session carrying ids first_id.. first_id+len(rows)-1 from reserve_ids()."""
         if rows:
@@ -201,6 +210,12 @@ class Writer:
                 conn.executemany(_INSERT, rows)
                 self._fifo(session).add(first, len(rows))
                 self.rows_written += len(rows)
+            elif tag == "parts":
+                _, session, first, count, parts = item
+                for columns, rows in parts:
+                    conn.executemany(_insert_for(columns), rows)
+                self._fifo(session).add(first, count)
+                self.rows_written += count
             elif tag == "out":
                 _, session, pid, kind, data, ts_ns, mono = item
                 key = (session, pid, kind)
@@ -283,6 +298,14 @@ class Writer:
                 conn.execute("DELETE FROM events WHERE id BETWEEN ? AND ?", (lo, hi))
                 dropped += hi - lo + 1
             conn.execute("UPDATE sessions SET trimmed = trimmed + ? WHERE key = ?", (dropped, session))
+
+
+@functools.lru_cache(maxsize=16)
+def _insert_for(columns: tuple[str, ...]) -> str:
+    unknown = set(columns) - {"id", *EVENT_COLUMNS}
+    if unknown:
+        raise ValueError(f"not event columns: {sorted(unknown)}")
+    return f"INSERT INTO events ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
 
 
 def _output_rows(session: int, pid: int, kind: int, pieces: list[tuple[int, str]]) -> list[EventRow]:
