@@ -101,6 +101,8 @@ async def strobe(settings: dict[str, Any] | None = None) -> AsyncIterator[Strobe
             yield Strobe(session, home)
     finally:
         subprocess.run([sys.executable, "-m", "strobe", "shutdown"], env={**os.environ, **env}, check=False)
+        if os.environ.get("STROBE_BENCH_KEEP_LOGS"):
+            shutil.copy(home / "daemon.log", Path(os.environ["STROBE_BENCH_KEEP_LOGS"]) / f"{home.name}.log")
         shutil.rmtree(home, ignore_errors=True)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import psutil
 
-from bench.harness import Strobe, build_c, median, percentile, strobe
+from bench.harness import Strobe, build_c, median, percentile, poll, strobe
 
 QUERIES: dict[str, dict[str, Any]] = {
     "no filter": {},
@@ -24,6 +24,11 @@ QUERIES: dict[str, dict[str, Any]] = {
     "time range": {"timeFrom": "-1s"},
     "returnValue": {"returnValue": {"equals": 12345}},
 }
+
+
+async def _ended(client: Strobe, sid: str) -> bool | None:
+    sessions = (await client.call("debug_list_sessions"))["sessions"]
+    return True if any(s["sessionId"] == sid and s["status"] != "running" for s in sessions) else None
 
 
 def _trimmed(warnings: list[str]) -> int:
@@ -85,7 +90,9 @@ async def _session(build: Path, rate: int, seconds: float, keep: int, rounds: in
                 go.touch()
                 texts = await client.wait_output(sid, lambda t: any(x.startswith("done ") for x in t), seconds + 120)
                 produced_at = time.perf_counter()
-                page = await client.call("debug_query", sessionId=sid, limit=1)  # flushes everything recorded
+                # The target exits after "done": once the session reads as ended, every event is stored.
+                await poll(lambda: _ended(client, sid), 120, "the session to end")
+                page = await client.call("debug_query", sessionId=sid, limit=1)
                 stored_at = time.perf_counter()
                 stop.set()
             calls = int(next(x for x in texts if x.startswith("done ")).split()[1])

@@ -24,21 +24,35 @@ log = logging.getLogger(__name__)
 
 
 
+MAX_QUEUED_RECORDS = 1_000_000  # ~72 MB of raw batches waiting to be decoded
+MAX_PENDING_ROWS = 150_000  # decoded rows waiting for the writer
+
+
 class IngestWorker:
-    """The thread that decodes trace batches, so Frida's threads only enqueue."""
+    """The thread that decodes trace batches, so Frida's threads only enqueue. Memory stays bounded: the
+    thread waits while the writer is behind, and batches arriving while too many records are queued are
+    refused (the caller counts them as dropped)."""
 
     def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[Callable[[], None], int] | None] = queue.SimpleQueue()
+        self._queued_records = 0
+        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="strobe-ingest", daemon=True)
         self._thread.start()
 
-    def submit(self, job: Callable[[], None]) -> None:
-        self._queue.put(job)
+    def submit(self, job: Callable[[], None], records: int = 0) -> bool:
+        """Queue a job carrying `records` trace records; False (not queued) when the queue is full."""
+        with self._lock:
+            if records and self._queued_records + records > MAX_QUEUED_RECORDS:
+                return False
+            self._queued_records += records
+        self._queue.put((job, records))
+        return True
 
     async def barrier(self) -> None:
         """Resolves once every job submitted before it has run."""
         done: Future[None] = Future()
-        self._queue.put(lambda: done.set_result(None))
+        self._queue.put((lambda: done.set_result(None), 0))
         await asyncio.wrap_future(done)
 
     def close(self, timeout: float = 10.0) -> None:
@@ -47,13 +61,17 @@ class IngestWorker:
 
     def _run(self) -> None:
         while True:
-            job = self._queue.get()
-            if job is None:
+            item = self._queue.get()
+            if item is None:
                 return
+            job, records = item
             try:
                 job()
             except Exception:
                 log.exception("ingest: a trace batch could not be stored")
+            finally:
+                with self._lock:
+                    self._queued_records -= records
 
 
 @dataclass
@@ -103,7 +121,8 @@ class TraceIngest:
     pid: int
     start_ns: int
     slots: dict[int, HookedSlot] = field(default_factory=dict)
-    dropped: int = 0
+    dropped: int = 0  # as reported by the agent (its ring was full)
+    refused: int = 0  # batches' records the daemon could not queue
     sampled_out: int = 0
     events: int = 0
     _named_threads: dict[int, str] = field(default_factory=dict)
@@ -128,6 +147,7 @@ class TraceIngest:
         records = decode(data, count)
         if threads:
             self._name_threads(threads)
+        self.writer.wait_for_room(MAX_PENDING_ROWS)
         first_id = self.writer.reserve_ids(count)
         start = self._seqs.add(first_seq, count, first_id)
         parents = self._seqs.resolve(records["parent"], start + count - 1)
@@ -135,7 +155,15 @@ class TraceIngest:
         self.events += count
         if dropped != self.dropped or sampled_out != self.sampled_out:
             self.dropped, self.sampled_out = max(self.dropped, dropped), max(self.sampled_out, sampled_out)
-            self.writer.call(self._store_counters(self.dropped, self.sampled_out))
+            self.store_counters()
+
+    def refuse(self, count: int) -> None:
+        """A batch the daemon had no room for: its records are counted as dropped, never silently lost."""
+        self.refused += count
+        self.store_counters()
+
+    def store_counters(self) -> None:
+        self.writer.call(self._store_counters(self.dropped + self.refused, self.sampled_out))
 
     def _parts(
         self, records: np.ndarray, first_id: int, parents: np.ndarray

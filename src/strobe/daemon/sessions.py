@@ -91,12 +91,16 @@ class LiveSession:
 
     def on_trace_batch(self, pid: int, batch: TraceBatch, data: bytes) -> None:
         trace = self.trace
-        if trace is not None:
-            self.ingest_worker.submit(
-                lambda: trace.ingest.on_batch(
-                    data, batch.count, batch.dropped, batch.sampledOut, batch.threads, batch.firstSeq
-                )
-            )
+        if trace is None:
+            return
+        queued = self.ingest_worker.submit(
+            lambda: trace.ingest.on_batch(data, batch.count, batch.dropped, batch.sampledOut, batch.threads,
+                                          batch.firstSeq),
+            batch.count,
+        )
+        if not queued:
+            log.warning("session %s: ingest queue full; %d trace records dropped", self.record.id, batch.count)
+            self.ingest_worker.submit(lambda: trace.ingest.refuse(batch.count))
 
     def on_sampling_change(self, pid: int, change: SamplingStateChange) -> None:
         if self.trace is not None:
@@ -219,6 +223,7 @@ class SessionManager:
                 live.record.id, STREAM_DRAIN_TIMEOUT_S,
             )
         log.info("session %s: process %d gone (%s), exit code %s", live.record.id, live.pid, reason, live.exit_code)
+        await self.ingest.barrier()  # the last trace batches are stored before the session reads as ended
         await self._finish(live, SessionStatus.STOPPED if live.stopping else SessionStatus.EXITED)
 
     async def _finish(self, live: LiveSession, status: SessionStatus) -> None:
@@ -364,7 +369,6 @@ class SessionManager:
     ) -> QueryPage:
         if record.id in self._live:
             self.writer.set_limit(record.key, settings.max_events_per_session)
-            await self.catch_up(record.id)
         return await self.reader.run(
             lambda c: query_events(c, record.key, record.id, flt, limit=limit, offset=offset, verbose=verbose)
         )

@@ -32,6 +32,7 @@ def to_filter(req: QueryRequest) -> EventFilter:
 
 async def query(ctx: ToolContext, req: QueryRequest) -> dict[str, Any]:
     manager = ctx.manager
+    await manager.catch_up(req.sessionId)  # everything recorded before this call, and its loss counters
     record = await manager.get_record(req.sessionId)
     settings = load_settings(ctx.paths, record.project_root)
     page = await manager.query(

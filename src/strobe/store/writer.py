@@ -99,6 +99,8 @@ class Writer:
         self._assemblers: dict[tuple[int, int, int], OutputAssembler] = {}
         self._next_id = 1
         self._id_lock = threading.Lock()
+        self._pending_rows = 0  # trace rows queued but not yet written, for backpressure
+        self._room = threading.Condition()
         self._conn: sqlite3.Connection | None = None
         self._started = threading.Event()
         self._start_error: BaseException | None = None
@@ -134,7 +136,15 @@ class Writer:
         """Store `count` events of one session holding ids first_id.. (from reserve_ids), given as groups of
         rows that each name their own columns (so absent values cost nothing to bind)."""
         if count:
+            with self._room:
+                self._pending_rows += count
             self._queue.put(("parts", session, first_id, count, parts))
+
+    def wait_for_room(self, max_pending_rows: int, timeout: float = 30.0) -> bool:
+        """Block a producer while more than `max_pending_rows` of its rows wait to be written, so a flood of
+        events queues as compact batches upstream instead of as Python rows here. False on timeout."""
+        with self._room:
+            return self._room.wait_for(lambda: self._pending_rows <= max_pending_rows, timeout)
 
     def submit_identified(self, session: int, first_id: int, rows: Sequence[IdentifiedRow]) -> None:
         """Store events of one session carrying ids first_id.. first_id+len(rows)-1 from reserve_ids()."""
@@ -194,6 +204,10 @@ class Writer:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 self._resync(conn)
+                lost_rows = sum(item[3] for item in items if item[0] == "parts")
+                with self._room:
+                    self._pending_rows -= lost_rows
+                    self._room.notify_all()
                 for item in items:
                     if item[0] == "call" and not item[2].done():
                         item[2].set_exception(exc)
@@ -202,6 +216,7 @@ class Writer:
     def _write(self, conn: sqlite3.Connection, items: list[tuple[Any, ...]], *, flush_all: bool) -> None:
         pending: list[EventRow] = []
         settled: list[tuple[Future[Any], Any, BaseException | None]] = []
+        written_parts = 0
         conn.execute("BEGIN")
         for item in items:
             tag = item[0]
@@ -216,6 +231,7 @@ class Writer:
                     conn.executemany(_insert_for(columns), rows)
                 self._fifo(session).add(first, count)
                 self.rows_written += count
+                written_parts += count
             elif tag == "out":
                 _, session, pid, kind, data, ts_ns, mono = item
                 key = (session, pid, kind)
@@ -252,6 +268,10 @@ class Writer:
         self._insert(conn, pending)
         self._trim(conn)
         conn.execute("COMMIT")
+        if written_parts:
+            with self._room:
+                self._pending_rows -= written_parts
+                self._room.notify_all()
         for future, result, error in settled:
             if error is not None:
                 future.set_exception(error)
