@@ -1,10 +1,11 @@
 # The two commands a newcomer needs:
 #   make demo   - set everything up, build the buggy example and drive a real MCP session against it
 #   make test   - set everything up and run the whole test suite
+#   make bench  - the performance benchmark against frida-trace and uftrace (installs them)
 VENV := .venv
 STAMP := $(VENV)/.bootstrap-stamp
 
-.PHONY: setup demo test lint typecheck clean
+.PHONY: setup demo test bench lint clean
 
 $(STAMP): pyproject.toml scripts/bootstrap.sh
 	./scripts/bootstrap.sh
@@ -18,8 +19,12 @@ demo: setup
 test: setup lint
 	$(VENV)/bin/python -m pytest
 
+bench: setup
+	./scripts/bench-deps.sh
+	$(VENV)/bin/python -m bench
+
 lint: setup
-	$(VENV)/bin/ruff check src tests examples
+	$(VENV)/bin/ruff check src tests examples bench
 	$(VENV)/bin/mypy
 
 clean:

@@ -28,6 +28,7 @@ async def launch(ctx: ToolContext, req: LaunchRequest) -> dict[str, Any]:
     }
     if pending:
         result["pendingPatternsApplied"] = pending
+        result["hookedFunctions"] = len(live.trace.hooked) if live.trace is not None else 0
     if settings.warnings or warnings:
         result["warnings"] = [*settings.warnings, *warnings]
     return result

@@ -300,19 +300,38 @@ class Abbrev(NamedTuple):
 
 def parse_abbrev_table(data: bytes, offset: int) -> dict[int, AbbrevDecl]:
     """Parse one abbreviation table of .debug_abbrev starting at `offset`."""
+    return parse_abbrev_table_at(data, offset)[0]
+
+
+def parse_abbrev_table_at(data: bytes, offset: int) -> tuple[dict[int, AbbrevDecl], int]:
+    """Parse one abbreviation table starting at `offset`; also return where it ends."""
     table: dict[int, AbbrevDecl] = {}
     pos = offset
-    while pos < len(data):
-        code, pos = read_uleb(data, pos)
+    size = len(data)
+    while pos < size:
+        code = data[pos]
+        if code < 0x80:
+            pos += 1
+        else:
+            code, pos = read_uleb(data, pos)
         if code == 0:
             break
-        tag, pos = read_uleb(data, pos)
+        tag = data[pos]
+        if tag < 0x80:
+            pos += 1
+        else:
+            tag, pos = read_uleb(data, pos)
         has_children = data[pos] != 0
         pos += 1
         attrs: list[tuple[int, int, int]] = []
         while True:
-            attr, pos = read_uleb(data, pos)
-            form, pos = read_uleb(data, pos)
+            attr = data[pos]
+            form = data[pos + 1]
+            if attr < 0x80 and form < 0x80:  # both one byte: the common case
+                pos += 2
+            else:
+                attr, pos = read_uleb(data, pos)
+                form, pos = read_uleb(data, pos)
             if attr == 0 and form == 0:
                 break
             implicit = 0
@@ -320,7 +339,7 @@ def parse_abbrev_table(data: bytes, offset: int) -> dict[int, AbbrevDecl]:
                 implicit, pos = read_sleb(data, pos)
             attrs.append((attr, form, implicit))
         table[code] = AbbrevDecl(tag, has_children, tuple(attrs))
-    return table
+    return table, pos
 
 
 def _kind(decl: AbbrevDecl) -> int:

@@ -5,9 +5,14 @@ DW_AT_ranges, decl file/line, inline, declaration, specification, abstract origi
 every enclosing namespace/class/struct/union so functions without a linkage name still get a qualified
 name. Formal parameters are counted, not decoded. Subtrees that can never hold a function (inlined subroutines,
 enumerations, subroutine types…) are jumped over with their DW_AT_sibling when it has a fixed offset.
+How each abbreviation is stepped over or decoded is compiled once (see dwarf_plan).
 
 `scan_dwarf` returns one `ScannedFunction` per concrete function (with code) and per inline function
 that was never emitted out of line; names are not demangled here.
+
+A scan can also cover a contiguous run of units only (`DwarfScan(sections, span)`), so big binaries are
+scanned in parallel (dwarf_worker). Such a partial scan is exact unless a reference leaves its span (LTO
+and dwz output do that); it then sets `crossing` and the caller scans the whole file instead.
 """
 
 from __future__ import annotations
@@ -17,38 +22,28 @@ from typing import Any, NamedTuple
 
 from strobe.symbols.dwarf_forms import (
     DECODE_ERRORS,
-    FORM_ADDR,
-    FORM_DATA1,
-    FORM_DATA2,
-    FORM_DATA8,
-    FORM_FLAG_PRESENT,
-    FORM_IMPLICIT_CONST,
-    FORM_REF4,
     FORM_REF_ADDR,
-    FORM_STRP,
-    KIND_OTHER,
-    KIND_PARAM,
-    KIND_SCOPE,
-    KIND_SKIP_TREE,
-    KIND_SUBPROGRAM,
-    KIND_UNIT,
     LANG_RUST,
     REF_SIZES,
-    SLOT_COUNT,
-    TAG_NAMESPACE,
-    VAR_BLOCK_LEB,
-    VAR_LEB,
-    VAR_STRING,
-    Abbrev,
+    TAG_COMPILE_UNIT,
+    TAG_PARTIAL_UNIT,
+    TAG_SKELETON_UNIT,
+    TAG_TYPE_UNIT,
     AbbrevDecl,
-    compile_abbrev,
-    parse_abbrev_table,
+    parse_abbrev_table_at,
     read_uint,
     read_uleb,
-    skip_variable,
-    u16_from,
-    u32_from,
-    u64_from,
+)
+from strobe.symbols.dwarf_plan import (
+    ACT_PARAM,
+    ACT_SKIP_TREE,
+    ACT_SUBPROGRAM,
+    FAST_BLOCK,
+    FAST_BLOCK_PARAM,
+    FAST_SKIP_PARAM,
+    FAST_SUBPROGRAM,
+    UnitPlan,
+    build_unit_plan,
 )
 from strobe.symbols.dwarf_unit import UT_SKELETON, UT_SPLIT_TYPE, UT_TYPE, DwarfSections, Unit
 
@@ -57,10 +52,14 @@ log = logging.getLogger(__name__)
 DW_INL_INLINED = 1
 DW_INL_DECLARED_INLINED = 3
 _MAX_HOPS = 8
+_UNIT_TAGS = (TAG_COMPILE_UNIT, TAG_PARTIAL_UNIT, TAG_TYPE_UNIT, TAG_SKELETON_UNIT)
 
-# Fields of a subprogram record (a list, so parameter counts can be bumped in place).
+# Fields of a subprogram record (a list, so the parameter count can be set when its children end).
 R_OFFSET, R_NAME, R_LINKAGE, R_LOW, R_SIZE, R_FILE, R_LINE, R_INLINE = 0, 1, 2, 3, 4, 5, 6, 7
 R_DECLARATION, R_SPEC, R_ORIGIN, R_PARAMS, R_PREFIX, R_RUST = 8, 9, 10, 11, 12, 13
+
+# A function as a plain tuple, in ScannedFunction's field order (cheaper to build and to pickle).
+Row = tuple[int, int, str | None, str | None, str | None, str | None, Any, int, bool, bool, int]
 
 
 class ScannedFunction(NamedTuple):
@@ -77,68 +76,82 @@ class ScannedFunction(NamedTuple):
     offset: int  # .debug_info offset of the DIE
 
 
-class DwarfScan:
-    """Walks every compile unit once; `functions()` then resolves specifications and origins."""
+def list_units(sections: DwarfSections) -> tuple[list[Unit], int]:
+    """The units of .debug_info in order, and 1 if the header after the last one is unreadable."""
+    info = sections.info
+    units: list[Unit] = []
+    offset = 0
+    while offset + 11 <= len(info):
+        try:
+            unit = Unit(sections, offset)
+        except DECODE_ERRORS:
+            return units, 1
+        if unit.end <= offset:
+            break
+        units.append(unit)
+        offset = unit.end
+    return units, 0
 
-    def __init__(self, sections: DwarfSections) -> None:
+
+class DwarfScan:
+    """Walks compile units once; `functions()` then resolves specifications and origins."""
+
+    def __init__(self, sections: DwarfSections, span: tuple[int, int] | None = None) -> None:
         self.sections = sections
         self.records: list[list[Any]] = []
         self.by_offset: dict[int, list[Any]] = {}
         self.scope_names: dict[int, str] = {}
         self.failed_units = 0
         self.address_size = 8
+        self.partial = span is not None and span != (0, len(sections.info))
+        self.span = span if span is not None else (0, len(sections.info))
+        self.crossing = False  # a partial scan followed a reference out of `span`
         self._decls: dict[int, dict[int, AbbrevDecl]] = {}
-        self._plans: dict[tuple[int, int, int, int], list[Abbrev | None]] = {}
+        self._plans: dict[tuple[int, int, int, int], UnitPlan] = {}
+        self._plans_by_table: dict[tuple[bytes, int, int, int], UnitPlan] = {}  # identical tables of other units
 
-    def run(self) -> DwarfScan:
-        info = self.sections.info
-        offset = 0
-        while offset + 11 <= len(info):
-            try:
-                unit = Unit(self.sections, offset)
-            except DECODE_ERRORS:
-                self.failed_units += 1
-                break
-            if unit.end <= offset:
-                break
+    def run(self, units: list[Unit] | None = None) -> DwarfScan:
+        """Walk `units` (default: every unit of the file)."""
+        if units is None:
+            units, self.failed_units = list_units(self.sections)
+        for unit in units:
             self.address_size = unit.address_size
             try:
                 self._walk(unit)
             except DECODE_ERRORS as exc:
                 self.failed_units += 1
-                log.warning("skipping malformed DWARF unit at .debug_info+0x%x: %r", offset, exc)
-            offset = unit.end
+                log.warning("skipping malformed DWARF unit at .debug_info+0x%x: %r", unit.offset, exc)
         return self
 
     # --- abbreviations ---------------------------------------------------------------------------
-    def _abbrevs(self, unit: Unit) -> list[Abbrev | None]:
-        plans = self._plans.get(unit.shape)
-        if plans is None:
-            decls = self._decls.get(unit.abbrev_offset)
-            if decls is None:
-                decls = self._decls[unit.abbrev_offset] = parse_abbrev_table(
-                    self.sections.abbrev, unit.abbrev_offset
+    def _plan(self, unit: Unit) -> UnitPlan:
+        plan = self._plans.get(unit.shape)
+        if plan is None:
+            abbrev = self.sections.abbrev
+            decls, end = parse_abbrev_table_at(abbrev, unit.abbrev_offset)
+            self._decls[unit.abbrev_offset] = decls
+            key = (abbrev[unit.abbrev_offset : end], unit.address_size, unit.offset_size, unit.version)
+            plan = self._plans_by_table.get(key)
+            if plan is None:
+                plan = self._plans_by_table[key] = build_unit_plan(
+                    decls, unit.address_size, unit.offset_size, unit.version
                 )
-            plans = [None] * (max(decls, default=0) + 1)
-            for code, decl in decls.items():
-                plans[code] = compile_abbrev(decl, unit.address_size, unit.offset_size, unit.version)
-            self._plans[unit.shape] = plans
-        return plans
-
-    def _tag(self, unit: Unit, code: int) -> int:
-        return self._decls[unit.abbrev_offset][code].tag
+            self._plans[unit.shape] = plan
+        return plan
 
     # --- the walk --------------------------------------------------------------------------------
     def _walk(self, unit: Unit) -> None:
         data = self.sections.info
-        abbrevs: list[Any] = self._abbrevs(unit)
+        plan = self._plan(unit)
         code, pos = read_uleb(data, unit.die_start)
-        top = abbrevs[code] if code else None
-        if top is None or top[0] != KIND_UNIT:
+        top = plan.actions[code] if code else None
+        decl = self._decls[unit.abbrev_offset].get(code)
+        if top is None or decl is None or decl.tag not in _UNIT_TAGS:
             return
-        pos = unit.read_unit_die(self._decls[unit.abbrev_offset][code], pos)
-        if unit.unit_type in (UT_TYPE, UT_SPLIT_TYPE, UT_SKELETON) or not top[1]:
+        pos = unit.read_unit_die(decl, pos)
+        if unit.unit_type in (UT_TYPE, UT_SPLIT_TYPE, UT_SKELETON) or not decl.has_children:
             return
+        data = self.sections.info
         end = unit.end
         base = unit.offset
         rust = unit.language == LANG_RUST
@@ -147,155 +160,137 @@ class DwarfScan:
         scope_names = self.scope_names
         read = unit.read
         strings = self.sections.strings
-        string_at = self.sections.string_at
+        debug_str = self.sections.debug_str
         address_size, offset_size, version = unit.address_size, unit.offset_size, unit.version
-        # Qualified prefix ("a::B::") for the children of each open DIE, or the record of an unnamed function.
-        prefixes: list[Any] = [""]
-        owners: list[list[Any] | None] = [None]  # the subprogram whose parameters are being counted
-        while pos < end:
-            die = pos
-            code = data[pos]
-            if code < 0x80:
-                pos += 1
-            else:
-                code, pos = read_uleb(data, pos)
-            if code == 0:
-                if len(prefixes) == 1:
-                    break
-                prefixes.pop()
-                owners.pop()
-                continue
-            abbrev = abbrevs[code]
-            kind = abbrev[0]
-            if kind in (KIND_OTHER, KIND_PARAM):
-                if kind == KIND_PARAM:
-                    owner = owners[-1]
-                    if owner is not None:
-                        owner[R_PARAMS] += 1
-                fixed = abbrev[2]
-                if fixed >= 0:
-                    pos += fixed
-                else:
-                    for step in abbrev[3]:
-                        if step >= 0:
-                            pos += step
-                        elif step == VAR_LEB:
-                            while data[pos] & 0x80:
-                                pos += 1
-                            pos += 1
-                        elif step == VAR_BLOCK_LEB and data[pos] < 0x80:  # a short DW_AT_location
-                            pos += 1 + data[pos]
-                        elif step == VAR_STRING:
-                            pos = data.index(0, pos) + 1
-                        else:
-                            pos = skip_variable(data, pos, step, address_size, offset_size, version)
-                if abbrev[1]:
-                    prefixes.append(prefixes[-1])
-                    owners.append(None)
-                continue
-            if kind == KIND_SKIP_TREE:
-                at = pos + abbrev[5]
-                form = abbrev[6]
-                if form == FORM_REF_ADDR:
-                    target = read_uint(data, at, address_size if version <= 2 else offset_size)
-                else:
-                    target = base + read_uint(data, at, REF_SIZES[form])
-                if pos < target <= end:
-                    pos = target
-                    continue
-                # A sibling that does not point forward: walk the subtree instead.
-                pos = die
-                code, pos = read_uleb(data, pos)
-                for step in abbrev[3]:
-                    pos = pos + step if step >= 0 else skip_variable(
-                        data, pos, step, address_size, offset_size, version
-                    )
-                prefixes.append(prefixes[-1])
-                owners.append(None)
-                continue
-            if kind != KIND_SCOPE and kind != KIND_SUBPROGRAM:  # a nested unit DIE: malformed, opaque
-                for step in abbrev[3]:
-                    pos = pos + step if step >= 0 else skip_variable(
-                        data, pos, step, address_size, offset_size, version
-                    )
-                if abbrev[1]:
-                    prefixes.append(prefixes[-1])
-                    owners.append(None)
-                continue
-            # Scopes and subprograms: decode the attributes we need (common forms inline), skip the rest.
-            values: list[Any] = [None] * SLOT_COUNT
-            for step in abbrev[4]:
-                if step.__class__ is int:
-                    if step >= 0:
-                        pos += step
-                    elif step == VAR_BLOCK_LEB and data[pos] < 0x80:
-                        pos += 1 + data[pos]
-                    else:
-                        pos = skip_variable(data, pos, step, address_size, offset_size, version)
-                    continue
-                slot, form, implicit = step
-                if form == FORM_STRP and offset_size == 4:
-                    offset: int = u32_from(data, pos)[0]
-                    pos += 4
-                    value: Any = strings.get(offset)
-                    if value is None:
-                        value = string_at(offset)
-                elif form == FORM_DATA1:
-                    value = data[pos]
+        fast, kinds, children = plan.fast, plan.kinds, plan.children
+        block_pre, block_post = plan.block_pre, plan.block_post
+        skippers: list[Any] = plan.skippers
+        subprograms: list[Any] = plan.subprograms
+        actions: list[Any] = plan.actions
+        # The open DIEs: qualified prefix ("a::B::") of their children, or the record of an unnamed function
+        # whose prefix is worked out if a child asks; the function whose parameters are counted; that count.
+        stack: list[tuple[Any, list[Any] | None, int]] = []
+        prefix: Any = ""
+        owner: list[Any] | None = None
+        nparams = 0
+        try:
+            while pos < end:
+                code = data[pos]
+                if not code:  # the end of a list of children
                     pos += 1
-                elif form == FORM_FLAG_PRESENT:
-                    value = True
-                elif form == FORM_IMPLICIT_CONST:
-                    value = implicit
-                elif form == FORM_REF4:
-                    value = base + u32_from(data, pos)[0]
-                    pos += 4
-                elif form == FORM_DATA2:
-                    value = u16_from(data, pos)[0]
-                    pos += 2
-                elif form == FORM_DATA8 or (form == FORM_ADDR and address_size == 8):
-                    value = u64_from(data, pos)[0]
-                    pos += 8
+                    if not stack:
+                        break
+                    if owner is not None:
+                        owner[11] = nparams  # R_PARAMS
+                    prefix, owner, nparams = stack.pop()
+                    continue
+                step = fast[code]
+                if step:
+                    if step > 0:
+                        pos += step
+                    else:
+                        pos -= step
+                        nparams += 1
+                    continue
+                kind = kinds[code]
+                if kind == FAST_SUBPROGRAM:
+                    if prefix.__class__ is not str:  # the children of a function without DW_AT_name
+                        prefix = self._child_prefix(prefix)
+                    pos, record = subprograms[code](data, pos + 1, pos, prefix, rust, base, unit, strings, debug_str)
+                    records.append(record)
+                    by_offset[record[0]] = record
+                    if children[code]:
+                        # Children are named after this function ("<prefix><name>::", or after the DIE its
+                        # origin/specification names): worked out only if a child asks, as few ever do.
+                        stack.append((prefix, owner, nparams))
+                        prefix = owner = record
+                        nparams = 0
+                    continue
+                # (A parameter counts before its attributes are read, even if they turn out malformed.)
+                if kind >= FAST_BLOCK:
+                    if kind == FAST_BLOCK_PARAM:
+                        nparams += 1
+                    at = pos + block_pre[code]
+                    length = data[at]
+                    pos = at + 1 + length + block_post[code] if length < 0x80 else skippers[code](data, pos + 1)
+                    continue
+                if kind:  # FAST_SKIP or FAST_SKIP_PARAM
+                    if kind == FAST_SKIP_PARAM:
+                        nparams += 1
+                    pos = skippers[code](data, pos + 1)
+                    continue
+                die = pos
+                if code < 0x80:
+                    pos += 1
                 else:
-                    value, pos = read(pos, form, implicit)
-                values[slot] = value
-            (name, linkage, low, high_offset, high_address, file_index, line) = values[:7]
-            (inline, declaration, spec, origin, ranges, ranges_index) = values[7:]
-            prefix = prefixes[-1]
-            if prefix.__class__ is not str:  # the children of a function without DW_AT_name: resolve now
-                prefix = prefixes[-1] = self._child_prefix(prefix)
-            if kind == KIND_SCOPE:
-                qualified = scope_names.get(spec) if spec is not None else None
+                    code, pos = read_uleb(data, pos)
+                    if code == 0:  # a null entry spelled in more than one byte
+                        if not stack:
+                            break
+                        if owner is not None:
+                            owner[11] = nparams  # R_PARAMS
+                        prefix, owner, nparams = stack.pop()
+                        continue
+                action = actions[code]
+                kind, has_children, decode = action[0], action[1], action[3]
+                if kind == ACT_SUBPROGRAM:
+                    if prefix.__class__ is not str:  # the children of a function without DW_AT_name
+                        prefix = self._child_prefix(prefix)
+                    pos, record = decode(data, pos, die, prefix, rust, base, unit, strings, debug_str)
+                    records.append(record)
+                    by_offset[die] = record
+                    if has_children:
+                        # Children are named after this function ("<prefix><name>::", or after the DIE its
+                        # origin/specification names): worked out only if a child asks, as few ever do.
+                        stack.append((prefix, owner, nparams))
+                        prefix = owner = record
+                        nparams = 0
+                    continue
+                if kind <= ACT_PARAM:  # ACT_SKIP or ACT_PARAM
+                    if kind == ACT_PARAM:
+                        nparams += 1
+                    pos = action[2](data, pos)
+                    if has_children:
+                        stack.append((prefix, owner, nparams))
+                        owner, nparams = None, 0
+                    continue
+                if kind == ACT_SKIP_TREE:
+                    at = pos + action[4]
+                    form = action[5]
+                    if form == FORM_REF_ADDR:
+                        target = read_uint(data, at, address_size if version <= 2 else offset_size)
+                    else:
+                        target = base + read_uint(data, at, REF_SIZES[form])
+                    if pos < target <= end:
+                        pos = target
+                        continue
+                    # A sibling that does not point forward: walk the subtree instead.
+                    pos = action[2](data, pos)
+                    stack.append((prefix, owner, nparams))
+                    owner, nparams = None, 0
+                    continue
+                # ACT_SCOPE
+                if prefix.__class__ is not str:
+                    prefix = self._child_prefix(prefix)
+                pos, name, spec = decode(data, pos, base, read, strings, debug_str)
+                qualified = None
+                if spec is not None:
+                    qualified = scope_names.get(spec)
+                    if qualified is None:
+                        self._lost(spec)
                 if qualified is None:
                     if name is None:
-                        name = (
-                            "(anonymous namespace)" if self._tag(unit, code) == TAG_NAMESPACE else "{unnamed type}"
-                        )
+                        name = "(anonymous namespace)" if action[6] else "{unnamed type}"
                     qualified = prefix + name
                 scope_names[die] = qualified
-                if abbrev[1]:
-                    prefixes.append(qualified + "::")
-                    owners.append(None)
-                continue
-            size = 0
-            if low is not None:
-                if high_offset is not None:
-                    size = high_offset
-                elif high_address is not None:
-                    size = high_address - low
-            elif (ranges is not None or ranges_index is not None) and not declaration:
-                first = unit.first_range(ranges, False) if ranges is not None else unit.first_range(ranges_index, True)
-                if first is not None:
-                    low, size = first[0], first[1] - first[0]
-            file = unit.file_name(file_index) if file_index.__class__ is int else None
-            record = [die, name, linkage, low, size, file, line, inline, declaration, spec, origin, 0, prefix, rust]
-            records.append(record)
-            by_offset[die] = record
-            if abbrev[1]:
-                # Children are named after this function; without DW_AT_name that needs its origin, so it
-                # is worked out only if a child actually asks (nested functions and types are rare).
-                prefixes.append(f"{prefix}{name}::" if name is not None else record)
-                owners.append(record)
+                if has_children:
+                    stack.append((prefix, owner, nparams))
+                    prefix, owner, nparams = qualified + "::", None, 0
+        finally:
+            # Parameters counted in frames that were never closed (a malformed unit) still count.
+            for _, open_owner, count in [*stack, (prefix, owner, nparams)]:
+                if open_owner is not None:
+                    open_owner[R_PARAMS] = count
 
     def _child_prefix(self, record: list[Any]) -> str:
         prefix, name = self._named_target(record)
@@ -311,23 +306,63 @@ class DwarfScan:
                 return current[R_PREFIX], current[R_NAME]
             ref = current[R_ORIGIN] if current[R_ORIGIN] is not None else current[R_SPEC]
             current = self.by_offset.get(ref) if ref is not None else None
+            if current is None and ref is not None:
+                self._lost(ref)
         return record[R_PREFIX], "{unknown}"
 
     # --- resolution ------------------------------------------------------------------------------
-    def functions(self) -> list[ScannedFunction]:
-        tombstone = (1 << (8 * self.address_size)) - 2
+    def _lost(self, ref: Any) -> None:
+        """A reference found no record here: in a partial scan, one into another part means this part
+        cannot be resolved alone."""
+        low, high = self.span
+        if ref.__class__ is int and self.partial and not low <= ref < high and 0 <= ref < len(self.sections.info):
+            self.crossing = True
+
+    def rows(self, address_size: int | None = None) -> tuple[list[Row], list[Row]]:
+        """(concrete functions, inline-only candidates), both in DIE order. The candidates are not yet
+        de-duplicated against functions of other parts of the file: see `combine`."""
+        tombstone = (1 << (8 * (address_size or self.address_size))) - 2
         emitted_origins: set[int] = set()
-        result: list[ScannedFunction] = []
-        seen: set[tuple[str | None, str | None, int | None]] = set()
+        concrete: list[Row] = []
+        append = concrete.append
+        by_offset = self.by_offset
         for record in self.records:
-            low = record[R_LOW]
-            if record[R_DECLARATION] or low is None or not 0 < low < tombstone:
+            low = record[3]
+            if record[8] or low is None or not 0 < low < tombstone:
                 continue
-            if record[R_ORIGIN] is not None:
-                emitted_origins.add(record[R_ORIGIN])
-            function = self._resolve(record, low, record[R_SIZE], inlined_only=False)
-            result.append(function)
-            seen.add((function.linkage or function.qualified, function.file, function.line))
+            if record[10] is not None:
+                emitted_origins.add(record[10])
+            # _resolve, inlined (record fields by number: globals cost in a loop run once per function).
+            name = qualified = linkage = file = line = None
+            params = record[11]
+            current = record
+            hops = 0
+            while hops < _MAX_HOPS:
+                if linkage is None:
+                    linkage = current[2]
+                if current[1] is not None:  # the deepest name carries the real scope
+                    name = current[1]
+                    qualified = current[12] + name
+                if file is None:
+                    file = current[5]
+                if line is None:
+                    line = current[6]
+                if not params:
+                    params = current[11]
+                ref = current[10]
+                if ref is None:
+                    ref = current[9]
+                    if ref is None:
+                        break
+                found = by_offset.get(ref)
+                if found is None:
+                    self._lost(ref)
+                    break
+                current = found
+                hops += 1
+            append((low, record[4], name, qualified, linkage, file, line, params, False, record[13],
+                    record[0]))
+        candidates: list[Row] = []
         for record in self.records:
             if (
                 record[R_INLINE] in (DW_INL_INLINED, DW_INL_DECLARED_INLINED)
@@ -335,17 +370,16 @@ class DwarfScan:
                 and not record[R_DECLARATION]
                 and record[R_OFFSET] not in emitted_origins
             ):
-                function = self._resolve(record, 0, 0, inlined_only=True)
-                key = (function.linkage or function.qualified, function.file, function.line)
-                if key not in seen and (function.name or function.linkage):
-                    seen.add(key)
-                    result.append(function)
-        return result
+                candidates.append(self._resolve(record, 0, 0, True))
+        return concrete, candidates
 
-    def _resolve(self, record: list[Any], address: int, size: int, *, inlined_only: bool) -> ScannedFunction:
+    def functions(self) -> list[ScannedFunction]:
+        concrete, candidates = self.rows()
+        return [ScannedFunction._make(row) for row in combine([concrete], [candidates])]
+
+    def _resolve(self, record: list[Any], address: int, size: int, inlined_only: bool) -> Row:
         by_offset = self.by_offset
-        name = qualified = linkage = file = None
-        line = None
+        name = qualified = linkage = file = line = None
         params = record[R_PARAMS]
         current: list[Any] | None = record
         hops = 0
@@ -361,16 +395,44 @@ class DwarfScan:
                 line = current[R_LINE]
             if not params:
                 params = current[R_PARAMS]
-            ref = current[R_ORIGIN] if current[R_ORIGIN] is not None else current[R_SPEC]
-            current = by_offset.get(ref) if ref is not None else None
+            ref = current[R_ORIGIN]
+            if ref is None:
+                ref = current[R_SPEC]
+                if ref is None:
+                    break
+            current = by_offset.get(ref)
+            if current is None:
+                self._lost(ref)
             hops += 1
-        return ScannedFunction(
-            address, size, name, qualified, linkage, file, line, params, inlined_only, record[R_RUST], record[R_OFFSET]
-        )
+        return (address, size, name, qualified, linkage, file, line, params, inlined_only, record[R_RUST],
+                record[R_OFFSET])
+
+
+def combine(concrete: list[list[Row]], candidates: list[list[Row]]) -> list[Row]:
+    """Concrete functions of every part in order, then the inline-only candidates not already listed
+    (same linkage or qualified name, file and line), first come first served."""
+    result: list[Row] = []
+    for part in concrete:
+        result += part
+    seen = {(row[4] or row[3], row[5], row[6]) for row in result}
+    for part in candidates:
+        for row in part:
+            key = (row[4] or row[3], row[5], row[6])
+            if key not in seen and (row[2] or row[4]):
+                seen.add(key)
+                result.append(row)
+    return result
+
+
+def scan_rows(sections: DwarfSections) -> list[Row]:
+    """Every function of .debug_info as rows in ScannedFunction's field order, in one process."""
+    if not sections.info or not sections.abbrev:
+        return []
+    scan = DwarfScan(sections).run()
+    concrete, candidates = scan.rows()
+    return combine([concrete], [candidates])
 
 
 def scan_dwarf(sections: DwarfSections) -> list[ScannedFunction]:
     """Every function of .debug_info: concrete ones with their static low_pc, inline-only ones at 0."""
-    if not sections.info or not sections.abbrev:
-        return []
-    return DwarfScan(sections).run().functions()
+    return [ScannedFunction._make(row) for row in scan_rows(sections)]

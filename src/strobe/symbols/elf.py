@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import struct
 import zlib
 from collections.abc import Iterator
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
+import numpy as np
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
@@ -155,31 +157,85 @@ def _section_bytes(elf: ELFFile, name: str) -> bytes:
 
 def function_symbols(elf: ELFFile) -> list[ElfSymbol]:
     """Defined FUNC/IFUNC symbols of .symtab and .dynsym, parsed straight from the tables."""
-    symbols: list[ElfSymbol] = []
+    table = read_symbol_table(elf)
+    addresses, sizes, local = table.addresses.tolist(), table.sizes.tolist(), table.local.tolist()
+    return [ElfSymbol(table.name(i), addresses[i], sizes[i], local[i]) for i in range(len(table))]
+
+
+class SymbolTable:
+    """Defined FUNC/IFUNC symbols with a non-empty name, .symtab first then .dynsym, as numpy columns;
+    names are decoded (and their @VERSION suffix removed) only when asked for."""
+
+    def __init__(self, parts: list[tuple[bytes, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]) -> None:
+        # parts: (string table, name offsets, addresses, sizes, local flags) per symbol table
+        self._strtabs = [part[0] for part in parts]
+        self.table = np.concatenate([np.full(len(part[1]), i, dtype=np.uint8) for i, part in enumerate(parts)] or
+                                    [np.zeros(0, np.uint8)])
+        self.name_offsets = np.concatenate([part[1] for part in parts] or [np.zeros(0, np.uint64)])
+        self.addresses = np.concatenate([part[2] for part in parts] or [np.zeros(0, np.uint64)])
+        self.sizes = np.concatenate([part[3] for part in parts] or [np.zeros(0, np.uint64)])
+        self.local = np.concatenate([part[4] for part in parts] or [np.zeros(0, bool)])
+
+    def __len__(self) -> int:
+        return len(self.addresses)
+
+    def name(self, i: int) -> str:
+        strtab = self._strtabs[int(self.table[i])]
+        start = int(self.name_offsets[i])
+        end = strtab.find(b"\0", start)
+        name = strtab[start : end if end >= 0 else len(strtab)].decode("utf-8", "replace")
+        at = name.find("@")
+        return name[:at] if at > 0 else name
+
+    def containing(self, needle: bytes) -> np.ndarray:
+        """Indices of the symbols whose raw name (version suffix included) contains `needle`."""
+        found: list[np.ndarray] = []
+        for number, strtab in enumerate(self._strtabs):
+            hits = [match.start() for match in re.finditer(re.escape(needle), strtab)]
+            if not hits:
+                continue
+            mine = np.flatnonzero(self.table == number)
+            starts = self.name_offsets[mine]
+            nul = np.flatnonzero(np.frombuffer(strtab, dtype=np.uint8) == 0).astype(np.uint64)
+            at = np.searchsorted(nul, starts)
+            ends = nul[np.minimum(at, len(nul) - 1)] if len(nul) else np.zeros(len(starts), np.uint64)
+            ends = np.where(at < len(nul), ends, np.uint64(len(strtab)))
+            positions = np.array(hits, dtype=np.uint64)
+            first = np.searchsorted(positions, starts)  # the first occurrence at or after each name's start
+            occurrence = positions[np.minimum(first, len(positions) - 1)]
+            inside = (first < len(positions)) & (occurrence + np.uint64(len(needle)) <= ends)
+            found.append(mine[inside])
+        return np.concatenate(found) if found else np.zeros(0, dtype=np.intp)
+
+
+def read_symbol_table(elf: ELFFile) -> SymbolTable:
+    """Defined FUNC/IFUNC symbols of .symtab and .dynsym (see SymbolTable)."""
     is64 = elf.elfclass == 64
-    little = elf.little_endian
-    layout = struct.Struct(("<" if little else ">") + ("IBBHQQ" if is64 else "IIIBBH"))
+    order = "<" if elf.little_endian else ">"
+    if is64:
+        layout = np.dtype([("name", order + "u4"), ("info", "u1"), ("other", "u1"), ("shndx", order + "u2"),
+                           ("value", order + "u8"), ("size", order + "u8")])
+    else:
+        layout = np.dtype([("name", order + "u4"), ("value", order + "u4"), ("size", order + "u4"),
+                           ("info", "u1"), ("other", "u1"), ("shndx", order + "u2")])
+    parts = []
     for table_name in (".symtab", ".dynsym"):
         table = elf.get_section_by_name(table_name)
-        if table is None or table["sh_type"] == "SHT_NOBITS" or table["sh_entsize"] != layout.size:
+        if table is None or table["sh_type"] == "SHT_NOBITS" or table["sh_entsize"] != layout.itemsize:
             continue
-        strtab_section = elf.get_section(table["sh_link"])
-        strtab = bytes(strtab_section.data())
+        strtab = bytes(elf.get_section(table["sh_link"]).data())
         data = bytes(table.data())
-        usable = len(data) - len(data) % layout.size
-        for entry in layout.iter_unpack(data[:usable]):
-            if is64:
-                name_at, info, _other, shndx, value, size = entry
-            else:
-                name_at, value, size, info, _other, shndx = entry
-            kind = info & 0xF
-            if (kind != STT_FUNC and kind != STT_GNU_IFUNC) or shndx == SHN_UNDEF or not value:
-                continue
-            end = strtab.find(b"\0", name_at)
-            name = strtab[name_at : end if end >= 0 else len(strtab)].decode("utf-8", "replace")
-            at = name.find("@")
-            if at > 0:
-                name = name[:at]
-            if name:
-                symbols.append(ElfSymbol(name, value, size, info >> 4 == STB_LOCAL))
-    return symbols
+        entries = np.frombuffer(data, dtype=layout, count=len(data) // layout.itemsize)
+        kind = entries["info"] & 0xF
+        keep = (kind == STT_FUNC) | (kind == STT_GNU_IFUNC)
+        keep &= (entries["shndx"] != SHN_UNDEF) & (entries["value"] != 0)
+        names = entries["name"].astype(np.uint64)
+        in_range = names < len(strtab)
+        keep &= in_range
+        if len(strtab):
+            first_bytes = np.frombuffer(strtab, dtype=np.uint8)[np.minimum(names, len(strtab) - 1).astype(np.intp)]
+            keep &= first_bytes != 0  # an empty name
+        kept = entries[keep]
+        parts.append((strtab, names[keep], kept["value"].astype(np.uint64), kept["size"].astype(np.uint64),
+                      (kept["info"] >> 4) == STB_LOCAL))
+    return SymbolTable(parts)

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# What the benchmark's peers need on top of the test set-up: uftrace (Debian) and frida-trace (PyPI).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v uftrace >/dev/null; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq uftrace
+fi
+.venv/bin/python -m pip install -q "frida-tools>=14,<15"

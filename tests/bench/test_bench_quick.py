@@ -1,0 +1,38 @@
+"""The benchmark runs end to end with a tiny workload, so it cannot rot. No timing is asserted here:
+figures live in bench/ and the README, measured against peers in the same run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(600)
+def test_quick_benchmark_produces_every_figure(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--build", str(tmp_path / "build"), "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    document = json.loads(next(tmp_path.glob("*-quick.json")).read_text())
+    results = document["results"]
+    peers = results["overhead"]["per_call_ns"]
+    assert {"untraced", "strobe", "frida-trace", "uftrace"} <= set(peers)
+    assert isinstance(peers["strobe"], float)
+    capture = results["overhead"]["strobe_capture"]
+    assert capture["events"] == capture["expected"]  # every traced call stored
+    run = next(iter(results["ingest"]["runs"].values()))
+    assert run["unaccounted"] == 0 and run["stored_events"] > 0
+    assert set(run["query_latency"]) >= {"no filter", "function contains", "eventType", "minDurationNs",
+                                         "time range", "returnValue"}
+    assert results["launch"]["warm_median_s"] > 0
+    metrics = {v["metric"] for v in document["verdicts"]}
+    assert "traced-call overhead, Strobe" in metrics and "sustained events/s into the store" in metrics
+    assert "target" in done.stdout and "verdict" in done.stdout
