@@ -26,7 +26,7 @@ QUERIES: dict[str, dict[str, Any]] = {
 }
 
 
-async def _ended(client: Strobe, sid: str) -> bool | None:
+async def ended(client: Strobe, sid: str) -> bool | None:
     sessions = (await client.call("debug_list_sessions"))["sessions"]
     return True if any(s["sessionId"] == sid and s["status"] != "running" for s in sessions) else None
 
@@ -91,7 +91,7 @@ async def _session(build: Path, rate: int, seconds: float, keep: int, rounds: in
                 texts = await client.wait_output(sid, lambda t: any(x.startswith("done ") for x in t), seconds + 120)
                 produced_at = time.perf_counter()
                 # The target exits after "done": once the session reads as ended, every event is stored.
-                await poll(lambda: _ended(client, sid), 120, "the session to end")
+                await poll(lambda: ended(client, sid), 120, "the session to end")
                 page = await client.call("debug_query", sessionId=sid, limit=1)
                 stored_at = time.perf_counter()
                 stop.set()
@@ -100,8 +100,9 @@ async def _session(build: Path, rate: int, seconds: float, keep: int, rounds: in
             paced = await client.call("debug_query", sessionId=sid, function={"equals": "paced"}, limit=1)
             kept = paced["totalCount"]
             stdout_kept = (await client.call("debug_query", sessionId=sid, eventType="stdout", limit=1))["totalCount"]
-            # Events the FIFO limit dropped later were stored first; the oldest ones include stdout lines.
-            stored = kept + _trimmed(page.get("warnings", [])) - (len(texts) - stdout_kept)
+            # Events the FIFO limit dropped later were stored first; the oldest ones include stdout lines
+            # (the target prints two: "ready" and "done N").
+            stored = kept + _trimmed(page.get("warnings", [])) - (2 - stdout_kept)
             result = {
                 "produced_events": 2 * calls,
                 "stored_events": stored,

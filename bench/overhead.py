@@ -14,7 +14,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.harness import build_c, median, strobe
+from bench import ingest
+from bench.harness import build_c, median, poll, strobe
 
 _LOOP = re.compile(r"^loop \d+ (\d+)$", re.MULTILINE)
 
@@ -84,9 +85,11 @@ async def strobe_trace(binary: Path, calls: int, reps: int, project: Path) -> tu
         go.touch()
         texts = await client.wait_output(sid, lambda t: "done\n" in t, 600)
         loops = _loop_ns("".join(texts))
+        await poll(lambda: ingest.ended(client, sid), 120, "the session to end")  # all events stored
         page = await client.call("debug_query", sessionId=sid, function={"equals": "work"}, limit=1)
         await client.call("debug_stop", sessionId=sid)
     captured = {"events": page["totalCount"], "expected": 2 * calls * reps, "warnings": page.get("warnings", [])}
+    # Events the agent could not keep up with are counted (ring full), never silently lost.
     return median(loops), captured
 
 
