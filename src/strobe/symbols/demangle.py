@@ -187,8 +187,8 @@ _SIMPLE_LINE = re.compile(
 )
 # The next most common shape, what _find_parameters finds for a function template: a return type without
 # brackets of any kind ("int ", "char const* "), then a name of identifier characters, "(anonymous
-# namespace)" and template argument lists with no nested brackets, then the parameters as above. Group 1: the name, group 2: the signature
-# (the line from the name on); both empty for any other line.
+# namespace)" and template argument lists with no nested brackets, then the parameters as above.
+# Group 1: the name, group 2: the signature (the line from the name on); both empty for any other line.
 _RETURNING_LINE = re.compile(
     r"^(?:(?:[^ ()<>\[\]{}\n]*+ )++"
     r"(((?=[A-Za-z0-9_:~$.])(?:[A-Za-z0-9_:~$.]++|<[^<>()\[\]{}\n]*+>|\(anonymous namespace\))++)"
