@@ -423,6 +423,17 @@ export class Tracer {
         );
       }
     } while (n === DRAIN_BATCH);
+    if (final) {
+      // The loss counters may have moved since the last batch: an empty batch carries their last values.
+      emit({
+        type: "trace_batch",
+        count: 0,
+        firstSeq: this.shared.add(SHARED_HEAD + 4).readU32(),
+        dropped: this.shared.add(SHARED_DROPPED).readS32(),
+        sampledOut: this.sampledOut,
+        threads: this.newThreadNames(),
+      });
+    }
     const now = Date.now();
     if (now - this.lastSamplingScan >= SAMPLING_SCAN_MS) {
       this.lastSamplingScan = now;

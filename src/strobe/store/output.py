@@ -3,7 +3,8 @@
 Chunks arrive split anywhere (mid-line, mid-UTF-8 sequence). Lines are cut on b"\\n" and decoded as
 UTF-8 with backslash escapes for invalid bytes, so concatenating the texts gives the stream back.
 A line longer than MAX_LINE_BYTES is cut into several events; a partial line is emitted once it has
-waited PARTIAL_FLUSH_NS (a prompt without a newline still shows up) or when the stream ends.
+waited PARTIAL_FLUSH_NS (a prompt without a newline still shows up; long enough that a busy machine
+pausing between two chunks of one line does not split it) or when the stream ends.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 MAX_LINE_BYTES = 8 * 1024
-PARTIAL_FLUSH_NS = 100_000_000
+PARTIAL_FLUSH_NS = 500_000_000
 
 
 def decode_output(data: bytes) -> str:
