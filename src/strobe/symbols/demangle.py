@@ -187,10 +187,11 @@ _SIMPLE_LINE = re.compile(
 )
 # The next most common shape, what _find_parameters finds for a function template: a return type without
 # brackets of any kind ("int ", "char const* "), then a name of identifier characters, "(anonymous
-# namespace)" and template argument lists with no nested brackets, then the parameters as above.
-# Group 1: the name, group 2: the signature (the line from the name on); both empty for any other line.
+# namespace)" and template argument lists with no nested brackets, then the parameters as above; not a
+# thunk. Groups: the signature (the line from the name on) and the name; both empty otherwise.
 _RETURNING_LINE = re.compile(
-    r"^(?:(?:[^ ()<>\[\]{}\n]*+ )++"
+    r"^(?:(?!non-virtual thunk to |virtual thunk to |covariant return thunk to |transaction clone for )"
+    r"(?:[^ ()<>\[\]{}\n]*+ )++"
     r"(((?=[A-Za-z0-9_:~$.])(?:[A-Za-z0-9_:~$.]++|<[^<>()\[\]{}\n]*+>|\(anonymous namespace\))++)"
     r"\((?![*&])[^()\n]*+\)(?!\))[^\n]*+)(?<!\])|[^\n]*+)$",
     re.MULTILINE,
