@@ -1,7 +1,15 @@
 """Timeline queries: a typed filter in, SQL built from it, wire-shaped events out.
 
-Name filters run against the small `functions`/`threads` tables and come back as key sets, so the
-events table is only ever scanned through its (session, ts) index.
+Name filters run against the small `functions`/`threads` tables and come back as key sets. A query is
+planned in two halves, read in one transaction so they agree:
+
+- totalCount: from the count tables (store/counts.py) when the filter is only kind/function/source
+  file, or only a time range (whole ~67 ms buckets summed, the partial buckets at the ends counted
+  through the (session, ts) index); otherwise counted through the most selective index that fits
+  (duration class, return-value class, rare kinds) or the (session, ts) index.
+- the page: ids first, through a covering walk of (session, ts) in order, or by sorting the matches of
+  a selective index when there are few enough (a cost estimate from the counts); then only the page's
+  rows are read.
 """
 
 from __future__ import annotations
@@ -14,7 +22,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from strobe.store.schema import EventKind
+import numpy as np
+
+from strobe.store import counts
+from strobe.store.schema import TIME_BUCKET_SHIFT, EventKind
 
 _TIME_RE = re.compile(r"^\s*(-)?\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s|m|h)?\s*$")
 _UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000, "m": 60_000_000_000,
@@ -114,12 +125,48 @@ def _text_clause(column: str, match: TextMatch, params: list[Any]) -> list[str]:
     return clauses
 
 
-def _where(conn: sqlite3.Connection, session: int, flt: EventFilter) -> tuple[str, list[Any]]:
-    clauses = ["e.session = ?"]
-    params: list[Any] = [session]
-    if flt.kind is not None:
-        clauses.append("e.kind = ?")
-        params.append(int(flt.kind))
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_EXIT = int(EventKind.FUNCTION_EXIT)
+
+
+@dataclass
+class _Plan:
+    """A filter compiled to SQL, plus what the planner needs to count and page it cheaply."""
+
+    clauses: list[str]
+    params: list[Any]
+    empty: bool = False  # provably matches nothing
+    countable: bool = False  # only kind / function / source file: countable from event_counts
+    counts_kind: int | None = None
+    counts_func: tuple[str, list[Any]] | None = None
+    time_only: bool = False  # only a time range: countable from event_time_counts
+    ts_from: int | None = None
+    ts_to: int | None = None
+    kind_index: bool = False  # a rare kind: events_by_kind holds its events in time order
+    min_duration: int | None = None  # `duration >= min_duration` can be answered from the postings
+    returns: list[Any] | None = None  # return value alternatives (the postings answer them)
+    returns_null: bool = False  # return value NULL (idem)
+    residual: bool = False  # clauses the postings cannot answer: check their candidates in SQL
+
+    @property
+    def where(self) -> str:
+        return " AND ".join(self.clauses)
+
+
+def _compile(conn: sqlite3.Connection, session: int, flt: EventFilter) -> _Plan:
+    plan = _Plan(["e.session = ?"], [session])
+    clauses, params = plan.clauses, plan.params
+    kind = flt.kind
+    returns = flt.return_is_null is not None or flt.return_equals is not UNSET
+    if returns:
+        if kind is not None and kind is not EventKind.FUNCTION_EXIT:
+            plan.empty = True
+        kind = EventKind.FUNCTION_EXIT
+    if kind is not None:
+        clauses.append(f"e.kind = {int(kind)}")  # a literal, so the partial index can apply
+        if int(kind) > _EXIT:
+            clauses.append(f"e.kind > {_EXIT}")
+            plan.kind_index = True
     func_clauses: list[str] = []
     func_params: list[Any] = []
     if flt.function is not None:
@@ -127,38 +174,76 @@ def _where(conn: sqlite3.Connection, session: int, flt: EventFilter) -> tuple[st
     if flt.source_file is not None:
         func_clauses += _text_clause("file", flt.source_file, func_params)
     if func_clauses:
-        clauses.append(f"e.func IN (SELECT key FROM functions WHERE {' AND '.join(func_clauses)})")
+        subquery = f"SELECT key FROM functions WHERE {' AND '.join(func_clauses)}"
+        clauses.append(f"e.func IN ({subquery})")
         params += func_params
+        plan.counts_func = (subquery, func_params)
+    plan.countable = (
+        not returns and flt.thread_name_contains is None and flt.time_from is None and flt.time_to is None
+        and flt.min_duration_ns is None and flt.pid is None
+    )
+    plan.counts_kind = None if kind is None else int(kind)
     if flt.thread_name_contains is not None:
         clauses.append(
             "(e.pid, e.tid) IN (SELECT pid, tid FROM threads WHERE session = ? AND instr(name, ?) > 0)"
         )
         params += [session, flt.thread_name_contains]
-    if flt.return_is_null is not None or flt.return_equals is not UNSET:
-        clauses.append("e.kind = ?")
-        params.append(int(EventKind.FUNCTION_EXIT))
     if flt.return_is_null is not None:
         clauses.append("e.retval IS NULL" if flt.return_is_null else "e.retval IS NOT NULL")
+        plan.returns_null = flt.return_is_null
     if flt.return_equals is not UNSET:
-        clauses.append(_return_equals_clause(flt.return_equals, params))
-    if flt.min_duration_ns is not None:
+        alternatives: list[Any] = []
+        clauses.append(_return_equals_clause(flt.return_equals, alternatives))
+        params += alternatives
+        if flt.return_equals is None:
+            plan.returns_null = True
+        else:
+            plan.returns = alternatives
+    if plan.returns is not None and flt.return_is_null:
+        plan.empty = True  # NULL and equal to a value
+    ns = flt.min_duration_ns
+    if ns is not None:
+        if ns > _INT64_MAX:  # beyond any stored integer (and beyond what SQLite can bind)
+            plan.empty = True
         clauses.append("e.duration >= ?")
-        params.append(flt.min_duration_ns)
+        params.append(min(max(ns, _INT64_MIN), _INT64_MAX))
+        if isinstance(ns, int) and not isinstance(ns, bool) and ns <= _INT64_MAX:
+            plan.min_duration = ns
     if flt.pid is not None:
         clauses.append("e.pid = ?")
         params.append(flt.pid)
     if flt.time_from is not None or flt.time_to is not None:
         latest = 0
         if (flt.time_from and flt.time_from.relative) or (flt.time_to and flt.time_to.relative):
-            row = conn.execute("SELECT max(ts) FROM events WHERE session = ?", (session,)).fetchone()
-            latest = int(row[0] or 0)
-        if flt.time_from is not None:
+            row = conn.execute("SELECT max(ts) FROM events WHERE session = ?", (session,)).fetchall()
+            latest = int(row[0][0] or 0)
+        lo = None if flt.time_from is None else flt.time_from.resolve(latest)
+        hi = None if flt.time_to is None else flt.time_to.resolve(latest)
+        if (lo is not None and lo > _INT64_MAX) or (hi is not None and hi < _INT64_MIN) or (
+            lo is not None and hi is not None and lo > hi
+        ):
+            plan.empty = True
+        plan.ts_from = None if lo is None or lo <= _INT64_MIN else lo
+        plan.ts_to = None if hi is None or hi >= _INT64_MAX else hi
+        if plan.ts_from is not None:
             clauses.append("e.ts >= ?")
-            params.append(flt.time_from.resolve(latest))
-        if flt.time_to is not None:
+            params.append(plan.ts_from)
+        if plan.ts_to is not None:
             clauses.append("e.ts <= ?")
-            params.append(flt.time_to.resolve(latest))
-    return " AND ".join(clauses), params
+            params.append(plan.ts_to)
+        plan.time_only = (
+            kind is None and not func_clauses and flt.thread_name_contains is None and flt.min_duration_ns is None
+            and flt.pid is None
+        )
+    # What the postings of one dimension (plus the time range) cannot decide on their own.
+    by_returns = plan.returns is not None or plan.returns_null
+    plan.residual = bool(
+        func_clauses or flt.thread_name_contains is not None or flt.pid is not None
+        or (flt.kind is not None and not (by_returns and flt.kind is EventKind.FUNCTION_EXIT))
+        or (flt.return_is_null is False) or (by_returns and flt.min_duration_ns is not None)
+        or (flt.min_duration_ns is not None and plan.min_duration is None)
+    )
+    return plan
 
 
 def _return_equals_clause(value: Any, params: list[Any]) -> str:
@@ -183,16 +268,153 @@ def _return_equals_clause(value: Any, params: list[Any]) -> str:
     return "e.retval = ?"
 
 
-_SELECT = """
+def _sum(conn: sqlite3.Connection, sql: str, params: list[Any]) -> int:
+    return int(conn.execute(sql, params).fetchall()[0][0] or 0)
+
+
+def _session_total(conn: sqlite3.Connection, session: int) -> int:
+    return _sum(conn, "SELECT sum(n) FROM event_counts WHERE session = ?", [session])
+
+
+def _count(conn: sqlite3.Connection, session: int, plan: _Plan, exact_counts: bool) -> int:
+    if plan.empty:
+        return 0
+    if exact_counts and plan.countable:
+        sql = "SELECT sum(n) FROM event_counts WHERE session = ?"
+        params: list[Any] = [session]
+        if plan.counts_kind is not None:
+            sql += " AND kind = ?"
+            params.append(plan.counts_kind)
+        if plan.counts_func is not None:
+            sql += f" AND func IN ({plan.counts_func[0]})"
+            params += plan.counts_func[1]
+        return _sum(conn, sql, params)
+    if exact_counts and plan.time_only:
+        return _count_time_range(conn, session, plan.ts_from, plan.ts_to)
+    hint = "INDEXED BY events_by_kind" if plan.kind_index and exact_counts else ""  # (a current writer made it)
+    return _sum(conn, f"SELECT count(*) FROM events e {hint} WHERE {plan.where}", plan.params)
+
+
+def _count_time_range(conn: sqlite3.Connection, session: int, lo: int | None, hi: int | None) -> int:
+    """Events with lo <= ts <= hi: whole time buckets from event_time_counts, the partial buckets at either
+    end from the (session, ts) index."""
+    shift = TIME_BUCKET_SHIFT
+
+    def exact(a: int, b: int) -> int:
+        return _sum(
+            conn, "SELECT count(*) FROM events INDEXED BY events_by_time WHERE session = ? AND ts BETWEEN ? AND ?",
+            [session, a, b],
+        )
+
+    if lo is None and hi is None:
+        return _session_total(conn, session)
+    if lo is not None and hi is not None and lo >> shift == hi >> shift:
+        return exact(lo, hi)
+    total = 0
+    first_full, last_full = _INT64_MIN, _INT64_MAX
+    if lo is not None:
+        total += exact(lo, (((lo >> shift) + 1) << shift) - 1)
+        first_full = (lo >> shift) + 1
+    if hi is not None:
+        total += exact((hi >> shift) << shift, hi)
+        last_full = (hi >> shift) - 1
+    if first_full <= last_full:
+        total += _sum(
+            conn, "SELECT sum(n) FROM event_time_counts WHERE session = ? AND bucket BETWEEN ? AND ?",
+            [session, first_full, last_full],
+        )
+    return total
+
+
+# ---- duration and return-value filters: from the postings -----------------------------------------
+
+
+def _duration_classes(plan: _Plan) -> list[int]:
+    assert plan.min_duration is not None
+    first = counts.duration_class(plan.min_duration) if plan.min_duration >= 0 else 0
+    return [*range(first, counts.duration_class(_INT64_MAX) + 1), counts.SQL_CLASS]
+
+
+def _return_classes(plan: _Plan) -> list[int]:
+    classes: set[int] = set()
+    for value in plan.returns or ():
+        if isinstance(value, str):
+            classes.add(counts.RETURN_TEXT)
+            continue
+        classes.add(counts.RETURN_REAL)  # a real can equal a number of any type
+        integral = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+        if integral and _INT64_MIN <= value < 2**63:
+            classes.add(counts.return_class(int(value)))
+    return sorted(classes)
+
+
+def _by_sql(conn: sqlite3.Connection, plan: _Plan, ids: np.ndarray) -> np.ndarray:
+    """Which of these candidate ids match the whole filter, decided by SQLite."""
+    if not len(ids):
+        return np.zeros(0, bool)
+    found = conn.execute(  # CROSS JOIN: walk the candidates, never the session
+        f"SELECT e.id FROM json_each(?) AS j CROSS JOIN events AS e ON e.id = j.value WHERE {plan.where}",
+        [counts.ids_json(ids), *plan.params],
+    ).fetchall()
+    return np.isin(ids, np.array([r[0] for r in found], dtype=np.int64))
+
+
+def _postings_matches(conn: sqlite3.Connection, session: int, plan: _Plan) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, ts) of the matching events, in (ts, id) order, from the postings of the smaller dimension."""
+    sources: list[tuple[int, int, list[int]]] = []  # (events, dim, classes)
+    by_returns = plan.returns is not None or plan.returns_null
+    for dim, classes in (
+        (counts.DIM_DURATION, _duration_classes(plan) if plan.min_duration is not None else None),
+        (counts.DIM_RETURN, ([counts.RETURN_NULL] if plan.returns_null else _return_classes(plan))
+         if by_returns else None),
+    ):
+        if classes is not None:
+            size = _sum(conn, f"SELECT sum(n) FROM event_postings WHERE session = ? AND dim = ? "
+                              f"AND cls IN ({', '.join(map(str, classes))})", [session, dim])
+            sources.append((size, dim, classes))
+    _, dim, classes = min(sources)
+    found = counts.load(conn, session, dim, classes)
+    ids, ts = found.ids, found.ts
+    keep = np.ones(len(ids), bool)
+    if plan.ts_from is not None:
+        keep &= ts >= plan.ts_from
+    if plan.ts_to is not None:
+        keep &= ts <= plan.ts_to
+    residual = plan.residual or len(sources) > 1
+    if dim == counts.DIM_DURATION:
+        assert plan.min_duration is not None
+        keep &= ~found.valued | (found.values >= plan.min_duration)
+        unvalued = keep & ~found.valued  # durations SQLite must compare
+    elif plan.returns_null:
+        unvalued = np.zeros(len(ids), bool)  # the NULL class: all of them are NULL
+    else:
+        wanted = [int(v) for v in plan.returns or () if not isinstance(v, str)
+                  and (isinstance(v, int) or v.is_integer()) and _INT64_MIN <= v < 2**63]
+        keep &= ~found.valued | np.isin(found.values, np.array(wanted, dtype=np.int64))
+        unvalued = keep & ~found.valued
+    if residual:
+        keep[keep] = _by_sql(conn, plan, ids[keep])
+    elif unvalued.any():
+        keep[unvalued] = _by_sql(conn, plan, ids[unvalued])
+    ids, ts = ids[keep], ts[keep]
+    order = np.lexsort((ids, ts))
+    return ids[order], ts[order]
+
+
+# ---- pages ---------------------------------------------------------------------------------------
+
+_COLUMNS = """
 SELECT e.id, e.ts, e.kind, e.pid, e.tid, e.parent, e.duration, e.retval, e.sampled, e.text, e.args, e.extra,
        f.name, f.raw, f.file, f.line, t.name
-FROM events e
+"""
+_JOINS = """
 LEFT JOIN functions f ON f.key = e.func
 LEFT JOIN threads t ON t.session = e.session AND t.pid = e.pid AND t.tid = e.tid
-WHERE {where}
-ORDER BY e.ts, e.id
-LIMIT ? OFFSET ?
 """
+_SELECT = _COLUMNS + """
+FROM (SELECT e.id FROM events e INDEXED BY {index} WHERE {where} ORDER BY e.ts, e.id LIMIT ? OFFSET ?) AS p
+JOIN events e ON e.id = p.id""" + _JOINS + "ORDER BY e.ts, e.id"
+_SELECT_IDS = _COLUMNS + "FROM events e" + _JOINS + "WHERE e.id IN (SELECT value FROM json_each(?)) ORDER BY e.ts, e.id"
 
 
 def query_events(
@@ -205,9 +427,41 @@ def query_events(
     offset: int,
     verbose: bool,
 ) -> QueryPage:
-    where, params = _where(conn, session, flt)
-    total = int(conn.execute(f"SELECT count(*) FROM events e WHERE {where}", params).fetchone()[0])
-    rows = conn.execute(_SELECT.format(where=where), [*params, limit, offset]).fetchall()
+    """One page of a session's matching events, oldest first (ts, then id), and how many match in all.
+    The count and the page are read in one transaction, so they agree even while the writer commits."""
+    own_transaction = not conn.in_transaction
+    if own_transaction:
+        conn.execute("BEGIN")
+    try:
+        page = _query(conn, session, session_id, flt, limit=limit, offset=offset, verbose=verbose)
+    except BaseException:
+        if own_transaction and conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    if own_transaction:
+        conn.execute("COMMIT")
+    return page
+
+
+def _query(
+    conn: sqlite3.Connection, session: int, session_id: str, flt: EventFilter, *, limit: int, offset: int,
+    verbose: bool,
+) -> QueryPage:
+    exact_counts = counts.maintained(conn)
+    plan = _compile(conn, session, flt)
+    rows: list[tuple[Any, ...]] = []
+    if not plan.empty and exact_counts and (plan.min_duration is not None or plan.returns is not None
+                                            or plan.returns_null):
+        ids, _ = _postings_matches(conn, session, plan)
+        total = len(ids)
+        page_ids = ids[max(offset, 0):] if limit < 0 else ids[max(offset, 0):max(offset, 0) + limit]
+        if len(page_ids):
+            rows = conn.execute(_SELECT_IDS, [counts.ids_json(page_ids)]).fetchall()
+    else:
+        total = _count(conn, session, plan, exact_counts)
+        if total > offset and limit != 0:
+            index = "events_by_kind" if plan.kind_index and exact_counts else "events_by_time"
+            rows = conn.execute(_SELECT.format(index=index, where=plan.where), [*plan.params, limit, offset]).fetchall()
     events = [_to_wire(row, session_id, verbose) for row in rows]
     pids = [int(r[0]) for r in conn.execute("SELECT pid FROM processes WHERE session = ? ORDER BY pid", (session,))]
     return QueryPage(events, total, offset + len(events) < total, pids if len(pids) > 1 else [])
@@ -255,29 +509,44 @@ def _decode_retval(value: Any) -> Any:
     return value
 
 
+_KINDS = {int(k): (k.wire_name, k in (EventKind.FUNCTION_ENTER, EventKind.FUNCTION_EXIT),
+                  k is EventKind.FUNCTION_EXIT) for k in EventKind}
+
+
 def _to_wire(row: tuple[Any, ...], session_id: str, verbose: bool) -> dict[str, Any]:
     (eid, ts, kind, pid, tid, parent, duration, retval, sampled, text, args, extra,
      fname, fraw, ffile, fline, tname) = row
-    kind = EventKind(kind)
-    event: dict[str, Any] = {"id": f"{session_id}-{eid}", "eventType": kind.wire_name, "timestampNs": ts}
-    if kind in (EventKind.FUNCTION_ENTER, EventKind.FUNCTION_EXIT):
-        event.update(function=fname, sourceFile=ffile, line=fline, durationNs=duration)
-        if kind is EventKind.FUNCTION_EXIT:
+    info = _KINDS.get(kind)
+    if info is None:
+        info = _KINDS[int(EventKind(kind))]  # raises on a kind this version does not know
+    wire_name, is_function, is_exit = info
+    event: dict[str, Any] = {"id": f"{session_id}-{eid}", "eventType": wire_name, "timestampNs": ts}
+    if is_function:
+        if fname is not None:
+            event["function"] = fname
+        if ffile is not None:
+            event["sourceFile"] = ffile
+        if fline is not None:
+            event["line"] = fline
+        if duration is not None:
+            event["durationNs"] = duration
+        if is_exit:
             event["returnType"] = _return_type(_decode_retval(retval))
     if text is not None:
         event["text"] = text
-    if verbose:
-        extra_fields = _json(extra) or {}
-        event.update(
-            functionRaw=fraw,
-            threadId=tid,
-            threadName=tname,
-            pid=pid,
-            parentEventId=None if parent is None else f"{session_id}-{parent}",
-            arguments=_arguments(args),
-            returnValue=register_value(retval) if isinstance(retval, int) else _decode_retval(retval),
-            watchValues=extra_fields.pop("watchValues", None),
-            sampled=None if sampled is None else bool(sampled),
-        )
-        event.update(extra_fields)
+    if not verbose:
+        return event
+    extra_fields = _json(extra) or {}
+    event.update(
+        functionRaw=fraw,
+        threadId=tid,
+        threadName=tname,
+        pid=pid,
+        parentEventId=None if parent is None else f"{session_id}-{parent}",
+        arguments=_arguments(args),
+        returnValue=register_value(retval) if isinstance(retval, int) else _decode_retval(retval),
+        watchValues=extra_fields.pop("watchValues", None),
+        sampled=None if sampled is None else bool(sampled),
+    )
+    event.update(extra_fields)
     return {k: v for k, v in event.items() if v is not None}

@@ -33,6 +33,9 @@ class EventKind(IntEnum):
 
 OUTPUT_KINDS = (EventKind.STDOUT, EventKind.STDERR)
 
+TIME_BUCKET_SHIFT = 26
+"""event_time_counts buckets are 2**26 ns (~67 ms) of session time."""
+
 _DDL = """
 CREATE TABLE IF NOT EXISTS meta (
     key TEXT PRIMARY KEY,
@@ -94,7 +97,39 @@ CREATE TABLE IF NOT EXISTS events (
     extra TEXT                            -- JSON: watch values, crash details, snapshots
 );
 CREATE INDEX IF NOT EXISTS events_by_time ON events (session, ts);
+-- Read-side structures (see store/query.py, which plans around them, and store/counts.py, which keeps
+-- the summary tables exact). Every index costs each insert, so there is one more only, for the rare
+-- non-function events; durations and return values are summarised per written batch instead.
+CREATE INDEX IF NOT EXISTS events_by_kind ON events (session, kind, ts) WHERE kind > {EXIT};
+CREATE TABLE IF NOT EXISTS event_counts (   -- events per (session, kind, function); func -1: none
+    session INTEGER NOT NULL,
+    kind INTEGER NOT NULL,
+    func INTEGER NOT NULL,
+    n INTEGER NOT NULL,
+    PRIMARY KEY (session, kind, func)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS event_time_counts (   -- events per (session, ts >> TIME_BUCKET_SHIFT)
+    session INTEGER NOT NULL,
+    bucket INTEGER NOT NULL,
+    n INTEGER NOT NULL,
+    PRIMARY KEY (session, bucket)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS event_postings (   -- durations and return values by class, per written batch
+    session INTEGER NOT NULL,
+    dim INTEGER NOT NULL,                 -- 1: duration, 2: return value of an exit
+    cls INTEGER NOT NULL,                 -- value class (store/counts.py)
+    first_id INTEGER NOT NULL,
+    last_id INTEGER NOT NULL,
+    n INTEGER NOT NULL,
+    ids BLOB NOT NULL,                    -- int64 event ids, ascending
+    ts BLOB NOT NULL,                     -- their int64 timestamps
+    vals BLOB                             -- their int64 values; NULL: compare in SQL
+);
+CREATE INDEX IF NOT EXISTS event_postings_by_class ON event_postings (session, dim, cls);
+CREATE INDEX IF NOT EXISTS event_postings_by_id ON event_postings (session, first_id);
 """
+
+_DDL = _DDL.format(EXIT=int(EventKind.FUNCTION_EXIT))
 
 # Column order of an event row as submitted to the writer (the writer prepends the id).
 EVENT_COLUMNS = (
@@ -103,14 +138,24 @@ EVENT_COLUMNS = (
 )
 
 
+READER_MMAP_BYTES = 1 << 30
+READER_CACHE_KIB = 8 * 1024
+WRITER_CACHE_KIB = 16 * 1024
+
+
 def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
     """Open the store with the pragmas every connection needs; the writer also creates the schema."""
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
     conn.execute("PRAGMA busy_timeout = 30000")
     if readonly:
         conn.execute("PRAGMA query_only = 1")
+        # Readers map the file instead of copying pages into a per-connection cache (there is one reading
+        # connection per worker thread, so their caches stay small and the OS page cache is shared).
+        conn.execute(f"PRAGMA mmap_size = {READER_MMAP_BYTES}")
+        conn.execute(f"PRAGMA cache_size = -{READER_CACHE_KIB}")
         return conn
     conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")  # the summaries and insertion points stay cached
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = OFF")
     conn.executescript(_DDL)

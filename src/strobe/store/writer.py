@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from strobe.store import counts
 from strobe.store.output import OutputAssembler
 from strobe.store.schema import EVENT_COLUMNS, EventKind, connect
 
@@ -178,6 +179,7 @@ class Writer:
     def _run(self) -> None:
         try:
             self._conn = connect(self._db_path)
+            counts.prepare(self._conn)
             row = self._conn.execute("SELECT max(id) FROM events").fetchone()
             self._next_id = (row[0] or 0) + 1
         except BaseException as exc:  # reported to start()
@@ -223,12 +225,14 @@ class Writer:
             if tag == "rows":
                 _, session, first, rows = item
                 conn.executemany(_INSERT, rows)
+                counts.record(conn, session, counts.IDENTIFIED_COLUMNS, rows)
                 self._fifo(session).add(first, len(rows))
                 self.rows_written += len(rows)
             elif tag == "parts":
                 _, session, first, count, parts = item
                 for columns, rows in parts:
                     conn.executemany(_insert_for(columns), rows)
+                    counts.record(conn, session, columns, rows)
                 self._fifo(session).add(first, count)
                 self.rows_written += count
                 written_parts += count
@@ -259,6 +263,7 @@ class Writer:
                 self._insert(conn, pending)
                 pending = []
                 self._fifos.pop(item[1], None)
+                counts.forget_session(conn, item[1])
                 for key in [k for k in self._assemblers if k[0] == item[1]]:
                     del self._assemblers[key]
         now = time.monotonic_ns()
@@ -305,7 +310,9 @@ class Writer:
             by_session.setdefault(row[0], []).append(row)
         for session, session_rows in by_session.items():
             first = self.reserve_ids(len(session_rows))
-            conn.executemany(_INSERT, [(first + i, *row) for i, row in enumerate(session_rows)])
+            identified = [(first + i, *row) for i, row in enumerate(session_rows)]
+            conn.executemany(_INSERT, identified)
+            counts.record(conn, session, counts.IDENTIFIED_COLUMNS, identified)
             self._fifo(session).add(first, len(session_rows))
         self.rows_written += len(rows)
 
@@ -315,6 +322,7 @@ class Writer:
                 continue
             dropped = 0
             for lo, hi in fifo.take_excess():
+                counts.forget_range(conn, lo, hi)
                 conn.execute("DELETE FROM events WHERE id BETWEEN ? AND ?", (lo, hi))
                 dropped += hi - lo + 1
             conn.execute("UPDATE sessions SET trimmed = trimmed + ? WHERE key = ?", (dropped, session))
