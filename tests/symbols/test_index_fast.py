@@ -183,6 +183,17 @@ def test_match_is_the_filter_callers_write(generated: Path) -> None:
         assert "functions" not in fresh.__dict__
 
 
+def test_in_files_is_the_filter_callers_write(programs: Programs, tmp_path: Path) -> None:
+    binary = programs.build("c")
+    built = build_index(binary)
+    load_index(binary, tmp_path)
+    index = load_index(binary, tmp_path)
+    for predicate in (lambda file: file is not None and "cprog_util" in file, lambda file: file is None):
+        assert index.in_files(predicate) == [f for f in built.functions if predicate(f.file)]
+    assert index.matching_files(lambda file: False) == []
+    assert "functions" not in index.__dict__
+
+
 def test_names_function_and_by_address_without_materialising(generated: Path, tmp_path: Path) -> None:
     built = build_index(generated)
     load_index(generated, tmp_path)
@@ -201,6 +212,7 @@ def test_names_function_and_by_address_without_materialising(generated: Path, tm
 def test_from_functions_and_pickling(programs: Programs) -> None:
     index = build_index(programs.build("cxx"))
     again = FunctionIndex.from_functions(index.elf, index.functions)
+    assert FunctionIndex(index.elf, index.functions) == again  # type: ignore[arg-type]  # the old constructor
     assert again == index and again.by_address(index.functions[-1].address) == index.by_address(
         index.functions[-1].address
     )
@@ -232,3 +244,13 @@ def test_bulk_split_equals_split_cxx(text: str) -> None:
     texts = [text, "plain::one(int)", text]
     names, signatures = split_cxx_many(texts)
     assert list(zip(names, signatures, strict=True)) == [tuple(split_cxx(t)) for t in texts]
+
+
+def test_worker_results_round_trip() -> None:
+    from strobe.symbols.dwarf_names import NamedRows, Part
+
+    rows = NamedRows(["a", None, "", "c"], ["x", None, "y", "z"], ["s\0t", "u", None, "w"], [1, 2, 3, 4],
+                     [0, 0, 0, 0], ["/f", None, "/f", "/g"], [1, None, b"odd", 3], [0, 1, 2, 3], ["k", None, "k", ""])
+    part = Part(rows, NamedRows([], [], [], [], [], [], [], [], []), False, 2)
+    again = dwarf_worker._unpack(pickle.loads(pickle.dumps(dwarf_worker._pack(part))))
+    assert again == part

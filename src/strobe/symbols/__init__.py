@@ -3,6 +3,7 @@
     from strobe.symbols import load_index
     index = load_index("/path/to/app", cache_dir)     # cached by build id in cache_dir/symbols.db
     index.by_address(0x1149)                           # -> FunctionInfo(name="process_command", ...)
+    index.match(re.compile(r"auth::.*"))               # the functions whose whole name matches, cheaply
 """
 
 from strobe.symbols.elf import ElfInfo, read_elf_info

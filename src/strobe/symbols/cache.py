@@ -19,6 +19,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,7 @@ class FunctionTable:
         self.inlined = inlined
         self.params = params
         self.sorted_by_address = sorted_by_address
+        self._first_at: dict[int, int] | None = None
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -175,10 +177,13 @@ class FunctionTable:
                 return None
             found = np.flatnonzero(~self.inlined[low:high])
             return low + int(found[0]) if len(found) else None
-        for i, value in enumerate(_as_list(addresses)):
-            if value == address and not self.inlined[i]:
-                return i
-        return None
+        if self._first_at is None:  # functions in no particular order: a dictionary, built once
+            first: dict[int, int] = {}
+            for i, (value, inlined) in enumerate(zip(_as_list(addresses), self.inlined.tolist(), strict=True)):
+                if not inlined:
+                    first.setdefault(value, i)
+            self._first_at = first
+        return self._first_at.get(address)
 
 
 def _as_list(column: np.ndarray | list[int]) -> list[Any]:
@@ -207,16 +212,23 @@ def encode(table: FunctionTable) -> bytes:
             segments.append((column, values.astype(dtype).tobytes()))
         else:
             header["lists"][column] = values
+    # The text columns are repetitive: zlib level 1 is fast and enough, and it runs in threads (it lets go
+    # of the GIL), one per column.
+    with ThreadPoolExecutor(max_workers=len(_COMPRESSED)) as pool:
+        data_of = dict(segments)
+        packed = dict(zip(_COMPRESSED, pool.map(lambda name: zlib.compress(data_of[name], 1), _COMPRESSED),
+                          strict=True))
     blob = bytearray()
     for name, data in segments:
-        compressed = name in ("names", "raws", "signatures")  # repetitive text: level 1 is fast and enough
-        if compressed:
-            data = zlib.compress(data, 1)
-        header["segments"].append([name, len(blob), len(data), compressed])
+        data = packed.get(name, data)
+        header["segments"].append([name, len(blob), len(data), name in packed])
         blob += data
     header["crc32"] = zlib.crc32(blob)
     head = json.dumps(header, separators=(",", ":")).encode()
     return MAGIC + struct.pack("<I", len(head)) + head + bytes(blob)
+
+
+_COMPRESSED = ("names", "raws", "signatures")
 
 
 def _strings(values: list[str]) -> bytes:

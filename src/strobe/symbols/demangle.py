@@ -54,6 +54,12 @@ def is_cold_part(raw: str) -> bool:
     return ".cold" in raw and re.search(r"\.cold(?:\.\d+)?$", raw) is not None
 
 
+def looks_like_rust(raw: str) -> bool:
+    """Whether `demangle(raw, rust=None)` would try Rust's demangler (rather than C++'s) on a "_Z" name."""
+    symbol = strip_version(raw)
+    return symbol.startswith("_ZN") and _RUST_LEGACY_HASH.search(symbol) is not None
+
+
 def demangle(raw: str, *, rust: bool | None = None, dwarf_name: str | None = None) -> Demangled:
     """Demangle a linkage name. `rust` says the unit is Rust (None: guess from the name); `dwarf_name`
     (the DIE's DW_AT_name) restores the generic arguments and closure numbers legacy Rust mangling drops."""
@@ -136,7 +142,7 @@ def demangle_cxx_names(raws: Iterable[str]) -> tuple[list[str], list[str]]:
         done = [demangle(raw, rust=False) for raw in raws]
         return [d.name for d in done], [d.signature for d in done]
     function, free = _CXA
-    string_at = ctypes.string_at
+    string_at = getattr(ctypes, "_string_at", ctypes.string_at)  # the C function behind ctypes.string_at
     texts: list[str | None] = []  # None: not a plain C++ symbol, see demangle()
     append = texts.append
     for raw in raws:
@@ -150,7 +156,7 @@ def demangle_cxx_names(raws: Iterable[str]) -> tuple[list[str], list[str]]:
             pointer = None
         if pointer:
             try:
-                data = string_at(pointer)
+                data = string_at(pointer, -1)
             finally:
                 free(pointer)
             try:
@@ -188,7 +194,7 @@ _SIMPLE_LINE = re.compile(
 # The next most common shape, what _find_parameters finds for a function template: a return type without
 # brackets of any kind ("int ", "char const* "), then a name of identifier characters, "(anonymous
 # namespace)" and template argument lists with no nested brackets, then the parameters as above; not a
-# thunk. Groups: the signature (the line from the name on) and the name; both empty otherwise.
+# thunk. Groups: the signature (the line from the name on) and the name; both empty for any other line.
 _RETURNING_LINE = re.compile(
     r"^(?:(?!non-virtual thunk to |virtual thunk to |covariant return thunk to |transaction clone for )"
     r"(?:[^ ()<>\[\]{}\n]*+ )++"
@@ -201,11 +207,15 @@ _RETURNING_LINE = re.compile(
 def split_cxx_many(texts: list[str]) -> tuple[list[str], list[str]]:
     """(names, signatures) of `split_cxx` of each text; the two commonest shapes are recognised for all of
     them by regex passes, the rest go through split_cxx."""
-    names = _line_matches(_SIMPLE_LINE, texts)
+    joined = "\n".join(texts)
+    names = _line_matches(_SIMPLE_LINE, texts, joined)
     signatures = list(texts)
-    rest = [i for i, (name, text) in enumerate(zip(names, texts, strict=True)) if not name or "operator" in text]
+    rest = [i for i, name in enumerate(names) if not name]
+    if "operator" in joined:
+        rest = sorted({*rest, *(i for i, text in enumerate(texts) if "operator" in text)})
     if rest:
-        returning = _line_matches(_RETURNING_LINE, [texts[i] for i in rest])
+        some = [texts[i] for i in rest]
+        returning = _line_matches(_RETURNING_LINE, some, "\n".join(some))
         for i, found in zip(rest, returning, strict=True):
             text = texts[i]
             if found and found[0] and "operator" not in text:
@@ -215,9 +225,9 @@ def split_cxx_many(texts: list[str]) -> tuple[list[str], list[str]]:
     return names, signatures
 
 
-def _line_matches(pattern: re.Pattern[str], texts: list[str]) -> list[Any]:
-    """pattern.findall over the texts as lines: one result per text, or all empty if a text has a line break."""
-    joined = "\n".join(texts)
+def _line_matches(pattern: re.Pattern[str], texts: list[str], joined: str) -> list[Any]:
+    """pattern.findall over the texts as lines (`joined` with line breaks): one result per text, or all
+    empty if a text has a line break of its own."""
     found: list[Any] = pattern.findall(joined) if texts else []
     if len(found) != len(texts) or joined.count("\n") != max(len(texts) - 1, 0):
         return [""] * len(texts)

@@ -3,12 +3,12 @@
 The scanner spends its time on millions of DIEs it does not care about and on about a million subprogram
 and scope DIEs it must decode. A `UnitPlan` serves both, indexed by abbreviation code:
 
-- `fast[code]` / `fast_params[code]`: for a one-byte code whose DIE has no children and a fixed size, the
-  bytes to step over (code included); formal parameters are counted, everything else is ignored;
-- `block_pre` / `block_post` / `block_param`: DIEs that are fixed but for one short block or expression (a
-  `DW_AT_location`): step `pre` bytes, a length byte below 0x80 and its block, then `post`;
-- `skippers[code]` / `param_skippers[code]`: other childless DIEs, stepped over by a generated function;
-- `subprograms[code]`: a generated function decoding a DW_TAG_subprogram straight into the scanner's record;
+- `fast[code]`: for a one-byte code whose DIE has no children and a fixed size, the bytes to step over
+  (code included), negated for a formal parameter (parameters are counted, everything else ignored);
+- `kinds[code]` (FAST_*) for the other one-byte codes: a subprogram decoded by `subprograms[code]`; a DIE
+  fixed but for one short block or expression (a `DW_AT_location`: step `block_pre[code]` bytes, a length
+  byte below 0x80 and its block, then `block_post[code]`); or any other childless DIE, stepped over by
+  `skippers[code]`;
 - `actions[code]`: the general case (any code, children, scopes, sibling jumps), an `Action`.
 
 Generated code is straight-line Python with one `struct` call per run of fixed-size attributes, compiled

@@ -1,10 +1,10 @@
 """Scanning a big .debug_info with several processes, each taking a contiguous run of units.
 
-This process scans and names the first run itself while `python -m strobe.symbols.dwarf_worker`
-processes do the others and send back their `index.Part` (pickled on stdout). Results are exactly those
-of one process: parts are combined in unit order, and a part whose references leave its run (LTO and dwz
-output refer across units) makes the whole file be scanned again in one process. A worker that fails or
-finds the file changed is replaced by scanning its run here.
+This process scans and names the first run itself while worker processes (`main` below, started with
+this interpreter) do the others and send back their `index.Part` (pickled on stdout). Results are exactly
+those of one process: parts are combined in unit order, and a part whose references leave its run (LTO
+and dwz output refer across units) makes the whole file be scanned again in one process. A worker that
+fails or finds the file changed is replaced by scanning its run here.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import os
 import pickle
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,7 @@ from strobe.symbols.dwarf_scan import list_units
 from strobe.symbols.dwarf_unit import DwarfSections, Unit
 
 if TYPE_CHECKING:
-    from strobe.symbols.index import Demangler, Part, SymbolNames
+    from strobe.symbols.dwarf_names import Demangler, Part, SymbolNames
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +34,9 @@ log = logging.getLogger(__name__)
 WORKERS: int | None = None
 MIN_PARALLEL_BYTES = 12 << 20
 WORKER_TIMEOUT_S = 600.0
-# Share of the units this process keeps: it has no interpreter to start and no result to send.
-_OWN_EXTRA_SHARE = 0.04
+# Extra share of the units for this process (it starts no interpreter but also reads the symbol table and
+# unpacks results; measured about even).
+_OWN_EXTRA_SHARE = 0.0
 
 
 def worker_count() -> int:
@@ -55,8 +57,8 @@ def might_cross_units(abbrev: bytes) -> bool:
 
 
 def split(units: list[Unit], parts: int) -> list[tuple[int, int]]:
-    """(start, end) .debug_info offsets of up to `parts` runs of whole units, the first a little larger:
-    each run ends at the unit boundary nearest its share of the bytes."""
+    """(start, end) .debug_info offsets of up to `parts` runs of whole units: each run ends at the unit
+    boundary nearest its share of the bytes (the first's share is _OWN_EXTRA_SHARE larger)."""
     if not units:
         return []
     first, last = units[0].offset, units[-1].end
@@ -79,90 +81,188 @@ def split(units: list[Unit], parts: int) -> list[tuple[int, int]]:
     return [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1) if bounds[i + 1] > bounds[i]]
 
 
+class Scan:
+    """A scan of every unit of `sections` (read from `path`): `start` it (worker processes, when worthwhile,
+    begin at once), then `finish` it in this process with the symbol table. `close` stops the workers."""
+
+    def __init__(self, path: str | Path, sections: DwarfSections) -> None:
+        self.path = path
+        self.sections = sections
+        self.units, self.failed_headers = list_units(sections)
+        # What a single scan ends with: the tombstone address depends on it.
+        self.address_size = self.units[-1].address_size if self.units else 8
+        self.spans: list[tuple[int, int]] = []
+        self.workers: list[_Worker | None] = []
+        self.started = time.perf_counter()
+        count = worker_count()
+        if (count > 1 and self.units and len(sections.info) >= MIN_PARALLEL_BYTES and sys.executable
+                and not might_cross_units(sections.abbrev)):
+            self.spans = split(self.units, count)
+        if len(self.spans) >= 2:
+            stat = os.stat(path)
+            self.workers = [_start(path, span, self.address_size, stat.st_size, stat.st_mtime_ns)
+                            for span in self.spans[1:]]
+
+    def finish(self, symbols: SymbolNames, demangler: Demangler) -> list[Part]:
+        from strobe.symbols.dwarf_names import index_part
+
+        def scan(span: tuple[int, int], units: list[Unit]) -> Part:
+            return index_part(self.sections, units, span, self.address_size, symbols, demangler)
+
+        if not self.units:
+            return []
+        whole = (0, len(self.sections.info))
+        try:
+            if len(self.spans) < 2:
+                return self._counted([scan(whole, self.units)])
+            parts = [scan(self.spans[0], _within(self.units, self.spans[0]))]
+            own = time.perf_counter() - self.started
+            for span, worker in zip(self.spans[1:], self.workers, strict=True):
+                done = _finish(worker)
+                parts.append(done if done is not None else scan(span, _within(self.units, span)))
+            log.debug("%s: %d parts; this process's part took %.2fs, all parts %.2fs", self.path, len(parts), own,
+                      time.perf_counter() - self.started)
+        finally:
+            self.close()
+        if any(part.crossing for part in parts):
+            log.info("%s: functions refer across units; scanning its DWARF in one process", self.path)
+            return self._counted([scan(whole, self.units)])
+        return self._counted(parts)
+
+    def _counted(self, parts: list[Part]) -> list[Part]:
+        parts[-1] = parts[-1]._replace(failed_units=parts[-1].failed_units + self.failed_headers)
+        return parts
+
+    def close(self) -> None:
+        for worker in self.workers:
+            if worker is not None:
+                worker.stop()
+        self.workers = [None] * len(self.workers)
+
+
+def start(path: str | Path, sections: DwarfSections) -> Scan:
+    return Scan(path, sections)
+
+
 def scan_parts(path: str | Path, sections: DwarfSections, symbols: SymbolNames, demangler: Demangler) -> list[Part]:
     """The parts of every unit of `sections` (read from `path`), scanned in one or several processes."""
-    from strobe.symbols.index import index_part
+    return start(path, sections).finish(symbols, demangler)
 
-    units, failed_headers = list_units(sections)
-    if not units:
-        return []
-    address_size = units[-1].address_size  # what a single scan ends with: the tombstone depends on it
-    whole = (0, len(sections.info))
-    count = worker_count()
-    spans = []
-    if count > 1 and len(sections.info) >= MIN_PARALLEL_BYTES and not might_cross_units(sections.abbrev):
-        spans = split(units, count)
-    if len(spans) < 2 or not sys.executable:
-        part = index_part(sections, units, whole, address_size, symbols, demangler)
-        return [part._replace(failed_units=part.failed_units + failed_headers)]
-    stat = os.stat(path)
-    started = time.perf_counter()
-    workers = [_start(path, span, address_size, stat.st_size, stat.st_mtime_ns) for span in spans[1:]]
-    try:
-        first_span = spans[0]
-        parts = [index_part(sections, _within(units, first_span), first_span, address_size, symbols, demangler)]
-        own = time.perf_counter() - started
-        for span, worker in zip(spans[1:], workers, strict=True):
-            done = _finish(worker)
-            if done is None:
-                done = index_part(sections, _within(units, span), span, address_size, symbols, demangler)
-            parts.append(done)
-        log.debug("%s: %d parts; this process's part took %.2fs, all parts %.2fs", path, len(parts), own,
-                  time.perf_counter() - started)
-    finally:
-        for worker in workers:
-            if worker is not None and worker.poll() is None:
-                worker.kill()
-                worker.wait()
-    if any(part.crossing for part in parts):
-        log.info("%s: functions refer across units; scanning its DWARF in one process", path)
-        part = index_part(sections, units, whole, address_size, symbols, demangler)
-        return [part._replace(failed_units=part.failed_units + failed_headers)]
-    parts[-1] = parts[-1]._replace(failed_units=parts[-1].failed_units + failed_headers)
-    return parts
+
+# The worker's command line (not `-m`: the package imports this module, and runpy would warn).
+_WORKER = "import sys; from strobe.symbols.dwarf_worker import main; raise SystemExit(main(sys.argv[1:]))"
 
 
 def _within(units: list[Unit], span: tuple[int, int]) -> list[Unit]:
     return [unit for unit in units if span[0] <= unit.offset < span[1]]
 
 
-def _start(path: str | Path, span: tuple[int, int], address_size: int, size: int, mtime_ns: int) -> Any:
+class _Worker:
+    """A worker process and the thread collecting what it writes (so the pipe is drained while this process
+    scans its own part, and the worker never waits on it)."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self.process = process
+        self.output = b""
+        self.errors = b""
+        self.reader = threading.Thread(target=self._read, name="symbol-worker-reader", daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        self.output, self.errors = self.process.communicate()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.reader.join()
+
+
+def _start(path: str | Path, span: tuple[int, int], address_size: int, size: int, mtime_ns: int) -> _Worker | None:
     package_root = str(Path(strobe.__file__).resolve().parents[1])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    command = [sys.executable, "-m", "strobe.symbols.dwarf_worker", str(path), str(span[0]), str(span[1]),
-               str(address_size), str(size), str(mtime_ns), repr(time.time())]
+    command = [sys.executable, "-c", _WORKER, str(path), str(span[0]), str(span[1]), str(address_size), str(size),
+               str(mtime_ns), repr(time.time())]
     try:
-        return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                env=env)
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   env=env)
     except OSError as exc:
         log.warning("cannot start a symbol worker (%s); scanning in this process", exc)
         return None
+    return _Worker(process)
 
 
-def _finish(worker: Any) -> Part | None:
+def _finish(worker: _Worker | None) -> Part | None:
     if worker is None:
         return None
-    try:
-        out, err = worker.communicate(timeout=WORKER_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        worker.kill()
-        worker.communicate()
+    waited = time.perf_counter()
+    worker.reader.join(WORKER_TIMEOUT_S)
+    if worker.reader.is_alive():
+        worker.stop()
         log.warning("a symbol worker timed out; scanning its units in this process")
         return None
-    if worker.returncode != 0:
-        log.warning("a symbol worker failed (exit %s): %s", worker.returncode, err.decode(errors="replace")[-2000:])
+    out, err, code = worker.output, worker.errors, worker.process.returncode
+    if code != 0:
+        log.warning("a symbol worker failed (exit %s): %s", code, err.decode(errors="replace")[-2000:])
         return None
     try:
-        result: tuple[Part, list[str], list[tuple[str, float]]] = pickle.loads(out)
+        result: tuple[Any, list[str], list[tuple[str, float]]] = pickle.loads(out)
     except (pickle.UnpicklingError, EOFError, AttributeError, ValueError, TypeError) as exc:
         log.warning("a symbol worker sent an unreadable result (%s); scanning its units in this process", exc)
         return None
-    part, warnings, timeline = result
+    packed, warnings, timeline = result
+    try:
+        part = _unpack(packed)
+    except (ValueError, TypeError, IndexError) as exc:
+        log.warning("a symbol worker sent an unreadable result (%s); scanning its units in this process", exc)
+        return None
     for message in warnings:
         log.warning("%s", message)
-    log.debug("symbol worker: %s", ", ".join(f"{stage} at {at:.2f}s" for stage, at in timeline))
+    log.debug("symbol worker: %s; result read and unpacked in %.2fs", ", ".join(
+        f"{stage} at {at:.2f}s" for stage, at in timeline), time.perf_counter() - waited)
     return part
+
+
+# Results travel with their string columns joined: one str to unpickle and split instead of 200k.
+_STRING_COLUMNS = ("names", "raws", "signatures", "keys")
+
+
+def _pack(part: Part) -> Any:
+    return part._replace(concrete=_pack_rows(part.concrete), candidates=_pack_rows(part.candidates))
+
+
+def _pack_rows(rows: Any) -> Any:
+    packed = {}
+    for name in _STRING_COLUMNS:
+        values: list[str | None] = getattr(rows, name)
+        missing = b""
+        if None in values:
+            missing = bytes(value is None for value in values)
+            values = [value or "" for value in values]
+        joined = "\0".join(values)  # type: ignore[arg-type]
+        if joined.count("\0") != max(len(values) - 1, 0):
+            continue  # a string holding NUL: sent as it is
+        packed[name] = ("packed", joined, missing, len(values))
+    return rows._replace(**packed)
+
+
+def _unpack(part: Any) -> Part:
+    return part._replace(concrete=_unpack_rows(part.concrete), candidates=_unpack_rows(part.candidates))  # type: ignore[no-any-return]
+
+
+def _unpack_rows(rows: Any) -> Any:
+    unpacked = {}
+    for name in _STRING_COLUMNS:
+        value = getattr(rows, name)
+        if isinstance(value, tuple) and value[:1] == ("packed",):
+            _, joined, missing, count = value
+            values: list[str | None] = joined.split("\0") if count else []
+            if len(values) != count or len(missing) not in (0, count):
+                raise ValueError(f"column {name}: {len(values)} values, expected {count}")
+            if missing:
+                values = [None if gone else text for text, gone in zip(values, missing, strict=True)]
+            unpacked[name] = values
+    return rows._replace(**unpacked)
 
 
 class _Collect(logging.Handler):
@@ -178,8 +278,8 @@ def main(argv: list[str]) -> int:
     """Worker: scan and name the units starting in [start, end) of `path`, pickle the Part to stdout."""
     import gc
 
+    from strobe.symbols.dwarf_names import Demangler, SymbolNames, index_part
     from strobe.symbols.elf import open_elf, read_dwarf_sections, read_symbol_table
-    from strobe.symbols.index import Demangler, SymbolNames, index_part
 
     gc.disable()
     path, start, end, address_size, size, mtime_ns = argv[0], *map(int, argv[1:6])
@@ -199,11 +299,10 @@ def main(argv: list[str]) -> int:
     span = (start, end)
     part = index_part(sections, _within(units, span), span, address_size, symbols, Demangler())
     timeline.append(("scanned", time.time() - float(argv[6])))
-    result = pickle.dumps((part, collect.messages, timeline), protocol=pickle.HIGHEST_PROTOCOL)
+    packed = _pack(part)
+    timeline.append(("packed", time.time() - float(argv[6])))
+    result = pickle.dumps((packed, collect.messages, timeline), protocol=pickle.HIGHEST_PROTOCOL)
     sys.stdout.buffer.write(result)
     sys.stdout.buffer.flush()
     return 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))

@@ -175,13 +175,16 @@ class SymbolTable:
         self.addresses = np.concatenate([part[2] for part in parts] or [np.zeros(0, np.uint64)])
         self.sizes = np.concatenate([part[3] for part in parts] or [np.zeros(0, np.uint64)])
         self.local = np.concatenate([part[4] for part in parts] or [np.zeros(0, bool)])
+        self._lists: tuple[list[int], list[int]] | None = None  # table and name_offsets, for name()
 
     def __len__(self) -> int:
         return len(self.addresses)
 
     def name(self, i: int) -> str:
-        strtab = self._strtabs[int(self.table[i])]
-        start = int(self.name_offsets[i])
+        if self._lists is None:
+            self._lists = (self.table.tolist(), self.name_offsets.tolist())
+        strtab = self._strtabs[self._lists[0][i]]
+        start = self._lists[1][i]
         end = strtab.find(b"\0", start)
         name = strtab[start : end if end >= 0 else len(strtab)].decode("utf-8", "replace")
         at = name.find("@")
