@@ -1,4 +1,5 @@
-import { emit, FlushRequest, HooksRequest, PROTOCOL_VERSION } from "./protocol.js";
+import { CancelPollRequest, emit, FlushRequest, HooksRequest, PROTOCOL_VERSION, ReadMemoryRequest } from "./protocol.js";
+import { cancelPoll, onReadMemory } from "./memory.js";
 import { installExitHooks } from "./exit.js";
 import { RECORD_SIZE, Tracer } from "./tracer.js";
 
@@ -17,9 +18,21 @@ function onFlush(request: FlushRequest): void {
   emit({ type: "flushed", requestId: request.requestId });
 }
 
+function onRead(request: ReadMemoryRequest): void {
+  recv("read_memory", onRead);
+  onReadMemory(request);
+}
+
+function onCancelPoll(request: CancelPollRequest): void {
+  recv("cancel_poll", onCancelPoll);
+  cancelPoll(request.pollId);
+}
+
 installExitHooks(() => tracer.flush(true));
 recv("hooks", onHooks);
 recv("flush", onFlush);
+recv("read_memory", onRead);
+recv("cancel_poll", onCancelPoll);
 tracer.start();
 emit({
   type: "agent_loaded",

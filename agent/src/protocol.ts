@@ -1,7 +1,7 @@
 // Messages between the host (src/strobe/instrument/protocol.py) and this agent.
 // Both sides use the same `type` tags; bump PROTOCOL_VERSION on any change to a message's shape.
 
-export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSION = 3;
 
 export interface ModuleInfo {
   name: string;
@@ -66,6 +66,39 @@ export interface Flushed {
   requestId: number;
 }
 
+// One target of a memory read (debug_read, watches): what was read, or why not. The bytes are in the
+// message's binary payload at [dataOffset, dataOffset + size).
+export interface ReadResult {
+  label: string;
+  address?: string; // the final address read
+  dataOffset?: number;
+  size?: number;
+  strings?: Record<string, string | null>; // C strings pointed to from offsets of the read bytes
+  error?: string;
+}
+
+export interface ReadResponse {
+  type: "read_response";
+  requestId: number;
+  results: ReadResult[];
+}
+
+// One tick of a poll: every target read at the same instant (CLOCK_MONOTONIC sec + nsec).
+export interface VariableSnapshot {
+  type: "variable_snapshot";
+  pollId: number;
+  sec: number;
+  nsec: number;
+  results: ReadResult[];
+}
+
+export interface PollComplete {
+  type: "poll_complete";
+  pollId: number;
+  sampleCount: number;
+  reason: "complete" | "cancelled";
+}
+
 export type AgentMessage =
   | AgentLoaded
   | ProcessExit
@@ -73,7 +106,10 @@ export type AgentMessage =
   | HooksUpdated
   | TraceBatch
   | SamplingStateChange
-  | Flushed;
+  | Flushed
+  | ReadResponse
+  | VariableSnapshot
+  | PollComplete;
 
 // ---- host -> agent ----
 
@@ -103,6 +139,38 @@ export interface HooksRequest {
   action: "add" | "remove";
   functions: HookTarget[];
   sampling: SamplingConfig;
+}
+
+// A read recipe, resolved by the host: start at `address` (relocated), for each deref add its offset
+// and read a pointer there (null: stop with "Null pointer at <label>"), add `offset`, copy `size` bytes.
+// `strings`: offsets in the copied bytes holding a char* to read as a C string (up to 1 KiB).
+export interface ReadRecipe {
+  label: string;
+  address: string;
+  derefs: { offset: number; label: string }[];
+  offset: number;
+  size: number;
+  strings: number[];
+}
+
+export interface PollSpec {
+  pollId: number;
+  intervalMs: number;
+  durationMs: number;
+}
+
+// Read once and answer `read_response`; with `poll`, answer at once (empty results) and send one
+// `variable_snapshot` per tick, then `poll_complete`.
+export interface ReadMemoryRequest {
+  type: "read_memory";
+  requestId: number;
+  recipes: ReadRecipe[];
+  poll?: PollSpec;
+}
+
+export interface CancelPollRequest {
+  type: "cancel_poll";
+  pollId: number;
 }
 
 export function emit(message: AgentMessage, data?: ArrayBuffer | null): void {

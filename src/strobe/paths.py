@@ -47,6 +47,11 @@ class StrobePaths:
     def cache_dir(self) -> Path:
         return self.home / "cache"
 
+    @property
+    def reads_dir(self) -> Path:
+        """Buffers dumped by debug_read (type 'bytes'), named <sessionId>-<time>.bin."""
+        return self.home / "reads"
+
     def ensure_home(self) -> None:
         """Create the home directory private to the user (0700), tightening it if it already exists."""
         self.home.mkdir(parents=True, exist_ok=True)

@@ -17,14 +17,22 @@ from datetime import datetime
 from typing import Any
 
 from strobe.daemon.ingest import IngestWorker, TraceIngest
+from strobe.daemon.memory import (
+    READ_TIMEOUT_S,
+    PreparedRead,
+    SessionPolls,
+    pair_results,
+    result_of,
+    snapshot_row,
+)
 from strobe.daemon.session_ids import session_base_id
 from strobe.daemon.symbols import SessionSymbols, load_session_symbols
 from strobe.daemon.tracing import HookPlan, SessionTrace, parse_patterns, plan_hooks
 from strobe.errors import FridaAttachFailed, ProcessExited, SessionExists, SessionNotFound, ValidationError
 from strobe.instrument.agent_build import AgentCache
 from strobe.instrument.command import ResolvedCommand
-from strobe.instrument.launcher import Launcher, ProcessGone, ProcessHandle
-from strobe.instrument.protocol import SamplingStateChange, TraceBatch
+from strobe.instrument.launcher import AgentTimeout, Launcher, ProcessGone, ProcessHandle
+from strobe.instrument.protocol import PollComplete, ReadResult, SamplingStateChange, TraceBatch, VariableSnapshot
 from strobe.instrument.worker import FridaWorker
 from strobe.paths import StrobePaths
 from strobe.settings import Settings
@@ -69,6 +77,7 @@ class LiveSession:
     stopping: bool = False
     streams_closed: threading.Event = field(default_factory=threading.Event)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
+    polls: SessionPolls = field(default_factory=SessionPolls)
     _closed_fds: set[int] = field(default_factory=set)
 
     @property
@@ -109,6 +118,21 @@ class LiveSession:
                      "on" if change.enabled else "off", change.funcId)
 
 
+    def on_snapshot(self, pid: int, snapshot: VariableSnapshot, data: bytes) -> None:
+        ts = snapshot.sec * 1_000_000_000 + snapshot.nsec - self.start_ns
+        key, writer, polls = self.record.key, self.writer, self.polls
+
+        def store() -> None:
+            values = polls.on_snapshot(snapshot, data)
+            if values is not None:
+                writer.submit_rows([snapshot_row(key, pid, ts, values)])
+
+        self.ingest_worker.submit(store)
+
+    def on_poll_complete(self, pid: int, done: PollComplete) -> None:
+        self.polls.on_complete(done)
+
+
 class SessionManager:
     def __init__(self, paths: StrobePaths) -> None:
         self.paths = paths
@@ -122,6 +146,7 @@ class SessionManager:
         self._live: dict[str, LiveSession] = {}
         self._launch_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._ended_polls: dict[str, list[dict[str, Any]]] = {}
 
     async def start(self) -> None:
         self.writer.start()
@@ -224,6 +249,7 @@ class SessionManager:
             )
         log.info("session %s: process %d gone (%s), exit code %s", live.record.id, live.pid, reason, live.exit_code)
         await self.ingest.barrier()  # the last trace batches are stored before the session reads as ended
+        live.polls.process_gone()
         await self._finish(live, SessionStatus.STOPPED if live.stopping else SessionStatus.EXITED)
 
     async def _finish(self, live: LiveSession, status: SessionStatus) -> None:
@@ -231,6 +257,9 @@ class SessionManager:
             return
         key, pid, code, ended = live.record.key, live.pid, live.exit_code, _now_ms()
         self._live.pop(live.record.id, None)
+        live.polls.process_gone()
+        if live.polls.polls:
+            self._ended_polls[live.record.id] = live.polls.describe()
         self.launcher.forget(pid)
         await self._write(lambda c: store_sessions.finish_process(c, key, pid, status, code, ended))
         live.finished.set()
@@ -303,6 +332,79 @@ class SessionManager:
         trace.patterns = plan.patterns
         return warnings
 
+    # ---- memory reads ----------------------------------------------------------------------------
+
+    async def require_live(self, session_id: str, doing: str) -> LiveSession:
+        """The live session, or SESSION_NOT_FOUND / PROCESS_EXITED saying what still works."""
+        live = self._live.get(session_id)
+        if live is not None and live.handle is not None:
+            return live
+        record = await self.get_record(session_id)
+        code = "unknown" if record.exit_code is None else record.exit_code
+        raise ProcessExited(
+            f"Process exited (code: {code}) — session '{session_id}' is still queryable with debug_query but "
+            f"{doing} is unavailable. Launch the program again to {doing} a new run."
+        )
+
+    async def resolve_variables(self, session_id: str, expressions: list[str], depth: int) -> dict[str, PreparedRead]:
+        """Resolve variable expressions against the session's debug info (per-target errors, never raised)."""
+        return {e: PreparedRead(e, "?", 0, error=f"Variable '{e}' not found in debug symbols") for e in expressions}
+
+    async def read_memory(self, session_id: str, targets: list[PreparedRead]) -> list[dict[str, Any]]:
+        """Read every target once (5 s at most); per-target errors never fail the others."""
+        live = await self.require_live(session_id, "reading memory")
+        handle = live.handle
+        assert handle is not None
+        recipes = [t.recipe for t in targets if t.recipe is not None]
+        answers: list[ReadResult] = []
+        data = b""
+        if recipes:
+            try:
+                reply, data = await self.worker.run(lambda: handle.read_memory(recipes, READ_TIMEOUT_S))
+            except AgentTimeout as exc:
+                raise FridaAttachFailed(
+                    f"Memory read timed out ({READ_TIMEOUT_S:.0f}s): {exc.message} Retry, or read fewer targets."
+                ) from exc
+            except ProcessGone as exc:
+                raise ProcessExited(
+                    f"Process exited — session '{session_id}' is still queryable but reads are unavailable ({exc})."
+                ) from exc
+            answers = reply.results
+        return [result_of(t, r, data, bytes_dir=self.paths.reads_dir, session_id=session_id)
+                for t, r in pair_results(targets, answers)]
+
+    async def start_poll(
+        self, session_id: str, targets: list[PreparedRead], interval_ms: int, duration_ms: int, max_polls: int
+    ) -> tuple[int, int]:
+        """Start sampling the targets into the timeline; returns (poll id, expected samples) at once."""
+        live = await self.require_live(session_id, "reading memory")
+        handle = live.handle
+        assert handle is not None
+        if live.polls.running() >= max_polls:
+            raise ValidationError(
+                f"Session '{session_id}' already runs {max_polls} polls, the most at once; wait for one to end "
+                "(debug_query shows their state under 'polls')."
+            )
+        readable = [t for t in targets if t.recipe is not None]
+        poll = live.polls.add(readable, interval_ms, duration_ms)
+        recipes = [t.recipe for t in readable if t.recipe is not None]
+        try:
+            await self.worker.run(
+                lambda: handle.read_memory(recipes, READ_TIMEOUT_S, (poll.poll_id, interval_ms, duration_ms))
+            )
+        except (AgentTimeout, ProcessGone) as exc:
+            live.polls.process_gone()
+            raise ProcessExited(
+                f"Process exited — session '{session_id}' is still queryable but reads are unavailable ({exc})."
+            ) from exc
+        return poll.poll_id, poll.expected
+
+    def polls(self, session_id: str) -> list[dict[str, Any]]:
+        live = self._live.get(session_id) or self._ended_polls.get(session_id)
+        if isinstance(live, LiveSession):
+            return live.polls.describe()
+        return live or []
+
     # ---- stop / list / delete --------------------------------------------------------------------
 
     async def get_record(self, session_id: str) -> SessionRecord:
@@ -353,15 +455,18 @@ class SessionManager:
         """Make every event a live traced process has recorded so far queryable: the agent sends what is
         in its ring, the ingest stores it, the writer commits it. Best effort, bounded by FLUSH_TIMEOUT_S."""
         live = self._live.get(session_id)
-        if live is None or live.trace is None or not live.trace.slot_of or live.handle is None:
+        if live is None or live.handle is None:
             return
         handle = live.handle
-        try:
-            await self.worker.run(lambda: handle.flush(FLUSH_TIMEOUT_S))
-        except FridaAttachFailed as exc:
-            log.info("session %s: no flush (%s); querying what is stored", session_id, exc)
+        if live.trace is not None and live.trace.slot_of:
+            try:
+                await self.worker.run(lambda: handle.flush(FLUSH_TIMEOUT_S))
+            except FridaAttachFailed as exc:
+                log.info("session %s: no flush (%s); querying what is stored", session_id, exc)
+                return
+        elif not live.polls.polls:
             return
-        await self.ingest.barrier()
+        await self.ingest.barrier()  # trace batches and poll snapshots received so far
         await self._write(lambda c: None)
 
     async def query(

@@ -25,11 +25,15 @@ from strobe.instrument.protocol import (
     Flushed,
     HooksUpdated,
     ModuleInfo,
+    PollComplete,
     ProcessExit,
+    ReadResponse,
     SamplingStateChange,
     TraceBatch,
+    VariableSnapshot,
     agent_message_adapter,
     hooks_request,
+    read_memory_request,
 )
 from strobe.instrument.records import RECORD_SIZE
 
@@ -55,6 +59,10 @@ class ProcessObserver(Protocol):
 
     def on_sampling_change(self, pid: int, change: SamplingStateChange) -> None: ...
 
+    def on_snapshot(self, pid: int, snapshot: VariableSnapshot, data: bytes) -> None: ...
+
+    def on_poll_complete(self, pid: int, done: PollComplete) -> None: ...
+
 
 @dataclass
 class ProcessHandle:
@@ -66,6 +74,7 @@ class ProcessHandle:
     handshake_error: str | None = None
     modules: list[ModuleInfo] = field(default_factory=list)
     _replies: dict[int, tuple[threading.Event, list[Any]]] = field(default_factory=dict)
+    _reply_data: dict[int, bytes] = field(default_factory=dict)
     _next_request: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -103,13 +112,31 @@ class ProcessHandle:
         )
         return reply
 
+    def read_memory(
+        self, recipes: list[dict[str, object]], timeout: float, poll: tuple[int, int, int] | None = None
+    ) -> tuple[ReadResponse, bytes]:
+        """Have the agent follow and copy each recipe (see agent/src/memory.ts); returns its answer and the
+        bytes its results point into. With `poll` the agent answers at once and streams snapshots."""
+        reply: ReadResponse = self._request(
+            lambda rid: read_memory_request(rid, recipes, poll), timeout, "reading memory"
+        )
+        with self._lock:
+            data = self._reply_data.pop(reply.requestId, b"")
+        return reply, data
+
+    def cancel_poll(self, poll_id: int) -> None:
+        with contextlib.suppress(*FRIDA_ERRORS):
+            self.script.post({"type": "cancel_poll", "pollId": poll_id})
+
     def flush(self, timeout: float) -> None:
         """Have the agent send every event recorded so far; returns once they have been delivered."""
         self._request(lambda rid: {"type": "flush", "requestId": rid}, timeout, "flushing its events")
 
-    def deliver_reply(self, reply: HooksUpdated | Flushed) -> None:
+    def deliver_reply(self, reply: HooksUpdated | Flushed | ReadResponse, data: bytes | None = None) -> None:
         with self._lock:
             waiter = self._replies.pop(reply.requestId, None)
+            if waiter is not None and data:
+                self._reply_data[reply.requestId] = data
         if waiter is not None:
             waiter[1].append(reply)
             waiter[0].set()
@@ -244,8 +271,12 @@ class Launcher:
             return
         if isinstance(payload, TraceBatch):
             handle.observer.on_trace_batch(handle.pid, payload, data or b"")
-        elif isinstance(payload, HooksUpdated | Flushed):
-            handle.deliver_reply(payload)
+        elif isinstance(payload, HooksUpdated | Flushed | ReadResponse):
+            handle.deliver_reply(payload, data)
+        elif isinstance(payload, VariableSnapshot):
+            handle.observer.on_snapshot(handle.pid, payload, data or b"")
+        elif isinstance(payload, PollComplete):
+            handle.observer.on_poll_complete(handle.pid, payload)
         elif isinstance(payload, SamplingStateChange):
             handle.observer.on_sampling_change(handle.pid, payload)
         elif isinstance(payload, ProcessExit):

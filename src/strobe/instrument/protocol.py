@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 
 
 class ModuleInfo(BaseModel):
@@ -69,7 +69,42 @@ class Flushed(BaseModel):
     requestId: int
 
 
-AnyAgentMessage = AgentLoaded | ProcessExit | AgentLog | HooksUpdated | TraceBatch | SamplingStateChange | Flushed
+class ReadResult(BaseModel):
+    """One target of a memory read; its bytes are at [dataOffset, dataOffset + size) of the binary payload."""
+
+    label: str
+    address: str | None = None
+    dataOffset: int | None = None
+    size: int | None = None
+    strings: dict[str, str | None] | None = None
+    error: str | None = None
+
+
+class ReadResponse(BaseModel):
+    type: Literal["read_response"]
+    requestId: int
+    results: list[ReadResult]
+
+
+class VariableSnapshot(BaseModel):
+    type: Literal["variable_snapshot"]
+    pollId: int
+    sec: int
+    nsec: int
+    results: list[ReadResult]
+
+
+class PollComplete(BaseModel):
+    type: Literal["poll_complete"]
+    pollId: int
+    sampleCount: int
+    reason: Literal["complete", "cancelled"]
+
+
+AnyAgentMessage = (
+    AgentLoaded | ProcessExit | AgentLog | HooksUpdated | TraceBatch | SamplingStateChange | Flushed
+    | ReadResponse | VariableSnapshot | PollComplete
+)
 AgentMessage = Annotated[AnyAgentMessage, Field(discriminator="type")]
 agent_message_adapter: TypeAdapter[AnyAgentMessage] = TypeAdapter(AgentMessage)
 
@@ -88,3 +123,13 @@ def hooks_request(
         "functions": [{"id": fid, "address": hex(address)} for fid, address in functions],
         "sampling": {"hotCallsPerSecond": hot_calls_per_second, "sampleEvery": sample_every},
     }
+
+
+def read_memory_request(
+    request_id: int, recipes: list[dict[str, object]], poll: tuple[int, int, int] | None = None
+) -> dict[str, object]:
+    """`recipes` in the agent's ReadRecipe shape; `poll`: (poll id, interval ms, duration ms)."""
+    message: dict[str, object] = {"type": "read_memory", "requestId": request_id, "recipes": recipes}
+    if poll is not None:
+        message["poll"] = {"pollId": poll[0], "intervalMs": poll[1], "durationMs": poll[2]}
+    return message

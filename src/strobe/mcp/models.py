@@ -98,6 +98,56 @@ class QueryRequest(StrictModel):
         return self
 
 
+RAW_TYPES = ("i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f32", "f64", "pointer")
+RawType = Literal["i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f32", "f64", "pointer"]
+ReadType = Literal["i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f32", "f64", "pointer", "bytes"]
+MAX_EXPRESSION = 256
+MAX_WATCHES = 32
+_HEX_ADDRESS = re.compile(r"0[xX][0-9a-fA-F]{1,16}")
+
+
+def _check_address(value: str | None) -> str | None:
+    if value is not None and not _HEX_ADDRESS.fullmatch(value):
+        raise ValueError("address must be a hex string such as '0x7ffd5e3c10a0'")
+    return value
+
+
+class WatchTarget(StrictModel):
+    variable: str | None = Field(
+        default=None, min_length=1, max_length=MAX_EXPRESSION,
+        description="Global/static variable or pointer chain: 'gTempo', 'gClock->counter', 'ns::cfg.limits.max'.",
+    )
+    address: str | None = Field(default=None, description="Hex address of raw memory, e.g. '0x55d0c0ffe010'.")
+    type: RawType | None = Field(default=None, description="Type of the raw address: i8..u64, f32, f64, pointer.")
+    label: str | None = Field(default=None, min_length=1, max_length=64, description="Name shown in watchValues.")
+    expr: str | None = Field(
+        default=None, min_length=1, max_length=MAX_EXPRESSION,
+        description="JavaScript evaluated in the agent at each event, e.g. \"ptr('0x5678').readU32()\".",
+    )
+    on: list[str] | None = Field(
+        default=None, min_length=1, max_length=16,
+        description="Only read during these functions (patterns, '*' and '**' allowed); default: every traced call.",
+    )
+
+    _address = field_validator("address")(_check_address)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> WatchTarget:
+        given = [name for name in ("variable", "address", "expr") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError("a watch needs exactly one of variable, address or expr")
+        if self.address is not None and self.type is None:
+            raise ValueError("a watch on a raw address needs its type (i8..u64, f32, f64, pointer)")
+        if self.type is not None and self.address is None:
+            raise ValueError("type is only for raw addresses; a variable's type comes from the debug info")
+        return self
+
+
+class WatchChanges(StrictModel):
+    add: list[WatchTarget] = Field(default_factory=list, max_length=MAX_WATCHES)
+    remove: list[str] = Field(default_factory=list, max_length=MAX_WATCHES, description="Labels of watches to remove.")
+
+
 class TraceRequest(StrictModel):
     sessionId: str | None = Field(
         default=None, min_length=1, description="A running session; omit to stage patterns for the next launch."
@@ -106,6 +156,14 @@ class TraceRequest(StrictModel):
     remove: list[str] = Field(default_factory=list, max_length=100, description="Active patterns to stop tracing.")
     projectRoot: str | None = Field(
         default=None, description="Project root for settings and @usercode in pending mode."
+    )
+    serializationDepth: int | None = Field(
+        default=None, ge=1, le=10,
+        description="How deep arguments and return values are followed through pointers and structs (1-10, "
+        "default 3); applies to functions hooked from now on.",
+    )
+    watches: WatchChanges | None = Field(
+        default=None, description="Variables to read at each traced call (max 32 per session)."
     )
 
 
@@ -120,3 +178,48 @@ class ListSessionsRequest(StrictModel):
 
 class DeleteSessionRequest(StrictModel):
     sessionId: str = Field(min_length=1)
+
+
+class ReadTarget(StrictModel):
+    variable: str | None = Field(
+        default=None, min_length=1, max_length=MAX_EXPRESSION,
+        description="Global/static variable or chain: 'gTempo', 'gClock->counter', 'cfg.limits[2]'.",
+    )
+    address: str | None = Field(default=None, description="Hex address for a raw read, e.g. '0x7ffd5e3c10a0'.")
+    size: int | None = Field(default=None, ge=1, le=65536, description="Bytes to read at address (1-65536).")
+    type: ReadType | None = Field(
+        default=None,
+        description="How to show a raw read: i8..u64, f32, f64, pointer, or bytes (written to a file).",
+    )
+
+    _address = field_validator("address")(_check_address)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ReadTarget:
+        if (self.variable is None) == (self.address is None):
+            raise ValueError("a target needs exactly one of variable or address (with size and type)")
+        if self.variable is not None and (self.size is not None or self.type is not None):
+            raise ValueError("size and type are only for raw addresses; a variable's come from the debug info")
+        if self.address is not None and (self.size is None or self.type is None):
+            raise ValueError("a raw address needs size and type, e.g. {address: '0x…', size: 4, type: 'u32'}")
+        return self
+
+
+class PollRequest(StrictModel):
+    intervalMs: int = Field(ge=50, le=5000, description="Milliseconds between samples (50-5000).")
+    durationMs: int = Field(ge=100, le=30000, description="How long to sample (100-30000 ms).")
+
+    @model_validator(mode="after")
+    def _at_least_one_sample(self) -> PollRequest:
+        if self.durationMs < self.intervalMs:
+            raise ValueError("durationMs must be at least intervalMs (one sample)")
+        return self
+
+
+class ReadRequest(StrictModel):
+    sessionId: str = Field(min_length=1)
+    targets: list[ReadTarget] = Field(min_length=1, max_length=16, description="1-16 things to read.")
+    depth: int = Field(default=1, ge=1, le=5, description="Struct levels expanded (1-5, default 1).")
+    poll: PollRequest | None = Field(
+        default=None, description="Sample repeatedly into the timeline instead of reading once."
+    )

@@ -67,6 +67,9 @@ async def query(ctx: ToolContext, req: QueryRequest) -> dict[str, Any]:
         )
     if warnings:
         result["warnings"] = warnings
+    polls = manager.polls(record.id)
+    if polls:
+        result["polls"] = polls
     if page.has_more:
         result["hint"] = f"More events: repeat with offset {req.offset + len(page.events)}."
     return result

@@ -1,0 +1,163 @@
+// Live memory reads (debug_read). The host resolves variables from DWARF into flat recipes: a root
+// address already relocated, pointer dereferences along the way, then `size` bytes to copy. This module
+// only follows pointers and copies bytes; decoding into values happens on the host. A read never
+// crashes the target: Frida turns an access violation into an exception, reported per target.
+
+import { emit, PollSpec, ReadMemoryRequest, ReadRecipe, ReadResult } from "./protocol.js";
+
+const MAX_STRING = 1024;
+
+const clockGettime = new NativeFunction(Module.getGlobalExportByName("clock_gettime"), "int", ["int", "pointer"]);
+const timespec = Memory.alloc(16);
+
+// CLOCK_MONOTONIC as [seconds, nanoseconds]: the clock trace records use, so snapshots interleave with them.
+export function monotonicNow(): [number, number] {
+  clockGettime(1, timespec);
+  return [timespec.readU64().toNumber(), timespec.add(8).readU64().toNumber()];
+}
+
+function readable(address: NativePointer, size: number): boolean {
+  const range = Process.findRangeByAddress(address);
+  if (range === null || range.protection[0] !== "r") {
+    return false;
+  }
+  // A read may span into the next mapping; only check that its last byte is readable too.
+  if (size > 1) {
+    const last = address.add(size - 1);
+    if (last.compare(range.base.add(range.size)) >= 0) {
+      const next = Process.findRangeByAddress(last);
+      return next !== null && next.protection[0] === "r";
+    }
+  }
+  return true;
+}
+
+interface Chunk {
+  bytes: ArrayBuffer;
+}
+
+function readOne(recipe: ReadRecipe, chunks: Chunk[], offset: { value: number }): ReadResult {
+  let address = ptr(recipe.address);
+  for (const step of recipe.derefs) {
+    const at = address.add(step.offset);
+    if (!readable(at, Process.pointerSize)) {
+      return { label: recipe.label, error: `Address ${at} not readable (reading the pointer ${step.label})` };
+    }
+    address = at.readPointer();
+    if (address.isNull()) {
+      return { label: recipe.label, error: `Null pointer at ${step.label}` };
+    }
+  }
+  address = address.add(recipe.offset);
+  if (!readable(address, recipe.size)) {
+    return { label: recipe.label, address: address.toString(), error: `Address ${address} not readable` };
+  }
+  let bytes: ArrayBuffer | null;
+  try {
+    bytes = address.readByteArray(recipe.size);
+  } catch (e) {
+    return { label: recipe.label, address: address.toString(), error: `Address ${address} not readable (${e})` };
+  }
+  if (bytes === null) {
+    return { label: recipe.label, address: address.toString(), error: `Address ${address} not readable` };
+  }
+  const result: ReadResult = { label: recipe.label, address: address.toString(), dataOffset: offset.value,
+                               size: bytes.byteLength };
+  chunks.push({ bytes });
+  offset.value += bytes.byteLength;
+  if (recipe.strings.length > 0) {
+    const view = new DataView(bytes);
+    const strings: Record<string, string | null> = {};
+    for (const at of recipe.strings) {
+      if (at + 8 > bytes.byteLength) {
+        continue;
+      }
+      const target = ptr(view.getBigUint64(at, true).toString());
+      strings[String(at)] = readString(target);
+    }
+    result.strings = strings;
+  }
+  return result;
+}
+
+function readString(address: NativePointer): string | null {
+  if (address.isNull()) {
+    return null;
+  }
+  const range = Process.findRangeByAddress(address);
+  if (range === null || range.protection[0] !== "r") {
+    return null;
+  }
+  const room = Math.min(MAX_STRING, range.base.add(range.size).sub(address).toUInt32());
+  try {
+    return address.readUtf8String(room);
+  } catch {
+    try {
+      return address.readCString(room); // not UTF-8: bytes as Latin-1
+    } catch {
+      return null;
+    }
+  }
+}
+
+function readAll(recipes: ReadRecipe[]): [ReadResult[], ArrayBuffer] {
+  const chunks: Chunk[] = [];
+  const offset = { value: 0 };
+  const results = recipes.map((recipe) => {
+    try {
+      return readOne(recipe, chunks, offset);
+    } catch (e) {
+      return { label: recipe.label, error: `Read failed: ${e}` };
+    }
+  });
+  const data = new Uint8Array(offset.value);
+  let at = 0;
+  for (const chunk of chunks) {
+    data.set(new Uint8Array(chunk.bytes), at);
+    at += chunk.bytes.byteLength;
+  }
+  return [results, data.buffer as ArrayBuffer];
+}
+
+const polls = new Map<number, { timer: ReturnType<typeof setInterval>; samples: number }>();
+
+function startPoll(recipes: ReadRecipe[], poll: PollSpec): void {
+  const expected = Math.max(1, Math.floor(poll.durationMs / poll.intervalMs));
+  const state = { timer: null as unknown as ReturnType<typeof setInterval>, samples: 0 };
+  const tick = (): void => {
+    const [sec, nsec] = monotonicNow();
+    const [results, data] = readAll(recipes);
+    state.samples += 1;
+    emit({ type: "variable_snapshot", pollId: poll.pollId, sec, nsec, results }, data);
+    if (state.samples >= expected) {
+      finish(poll.pollId, "complete");
+    }
+  };
+  polls.set(poll.pollId, state);
+  state.timer = setInterval(tick, poll.intervalMs);
+  tick();
+}
+
+function finish(pollId: number, reason: "complete" | "cancelled"): void {
+  const state = polls.get(pollId);
+  if (state === undefined) {
+    return;
+  }
+  clearInterval(state.timer);
+  polls.delete(pollId);
+  emit({ type: "poll_complete", pollId, sampleCount: state.samples, reason });
+}
+
+export function onReadMemory(request: ReadMemoryRequest): void {
+  if (request.poll !== undefined) {
+    startPoll(request.recipes, request.poll);
+    emit({ type: "read_response", requestId: request.requestId, results: [] });
+    return;
+  }
+  const [results, data] = readAll(request.recipes);
+  emit({ type: "read_response", requestId: request.requestId, results }, data);
+}
+
+export function cancelPoll(pollId: number): void {
+  finish(pollId, "cancelled");
+}
