@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 
 import pytest
 
 from strobe.errors import ErrorCode, InvalidPattern
+from strobe.symbols.cache import FunctionTable
+from strobe.symbols.elf import ElfInfo
+from strobe.symbols.index import FunctionIndex, FunctionInfo
 from strobe.symbols.patterns import parse_pattern
 
 
@@ -84,3 +87,25 @@ def test_invalid_patterns_say_what_is_wrong(pattern: str, fragment: str) -> None
 def test_usercode_needs_a_project_root() -> None:
     with pytest.raises(InvalidPattern):
         parse_pattern("@usercode", None)
+
+
+def test_an_index_selects_what_matches_accepts(tmp_path: Path) -> None:
+    """Pattern.positions (names column, files once each) and Pattern.matches (one function) agree."""
+    project = tmp_path / "proj"
+    (project / "src").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(project / "src")  # a file reached through a symlink is still user code
+    names = ["auth::validate", "auth::user::validate", "validate", "parse_line", "x::parse_line", "twice<int>",
+             "ns::a\nb", "main"]
+    files = [str(project / "src" / "a.c"), str(tmp_path / "link" / "b.c"), None, "/usr/include/stdio.h",
+             str(tmp_path / "proj-other" / "x.c"), str(project / "src" / "a.c"), "/src/render/draw.cpp", None]
+    functions = [FunctionInfo(name, name, name, 0x10 * i, 8, file, 1, False, 0)
+                 for i, (name, file) in enumerate(zip(names, files, strict=True))]
+    table = FunctionTable.from_rows([astuple(f) for f in functions])  # columns only, as a cached index
+    index = FunctionIndex(ElfInfo("/bin/x", None, 0, True, True), table)
+    for text in ("**", "**::validate", "*::validate", "parse_*", "twice<*>", "ns::**", "main", "nope", "@usercode",
+                 "@file:draw.cpp", "@file:src/"):
+        pattern = parse_pattern(text, str(project))
+        expected = [i for i, f in enumerate(functions) if pattern.matches(f)]
+        assert pattern.positions(index) == expected, text
+        assert (pattern.name_regex is None) == text.startswith("@")
+    assert parse_pattern("@usercode", str(project)).positions(index) == [0, 1, 5]

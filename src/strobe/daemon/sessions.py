@@ -232,7 +232,7 @@ class SessionManager:
         symbols = await live.symbols
         if not symbols.main_has_dwarf:
             return [f"Pending patterns were not applied: {symbols.main_binary} has no debug info (build with -g)."]
-        plan = plan_hooks([], self.pending_patterns, [], symbols.functions, live.record.project_root)
+        plan = plan_hooks([], self.pending_patterns, [], symbols.indexes, live.record.project_root)
         return plan.warnings + await self._apply_plan(live, plan, settings)
 
     def _on_gone(self, live: LiveSession, reason: str) -> None:
@@ -295,7 +295,7 @@ class SessionManager:
             symbols = await live.symbols
             if add:
                 symbols.require_debug_info()
-            plan = plan_hooks(live.trace.patterns, add, remove, symbols.functions, live.record.project_root)
+            plan = plan_hooks(live.trace.patterns, add, remove, symbols.indexes, live.record.project_root)
             warnings = plan.warnings + await self._apply_plan(live, plan, settings)
             return live, plan, warnings
 

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 from pathlib import Path
+from stat import S_ISREG
 
 from strobe.errors import NoDebugSymbols, ValidationError
 from strobe.instrument.protocol import ModuleInfo
 from strobe.symbols.elf import read_elf_info
 from strobe.symbols.index import FunctionIndex, FunctionInfo, load_index
+from strobe.symbols.patterns import Pattern
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +41,48 @@ class TraceableFunction:
         return (self.module, self.info.address, self.info.raw)
 
 
+@dataclass(frozen=True, eq=False)
+class ModuleSymbols:
+    """The index of one loaded module and where it is loaded: runtime = static + slide, where
+    slide = module base - image base (ASLR, PIE or not)."""
+
+    path: str
+    index: FunctionIndex
+    slide: int
+
+    def positions(self, pattern: Pattern) -> list[int]:
+        """Index positions of the functions `pattern` selects, in index order (no FunctionInfo built)."""
+        return pattern.positions(self.index)
+
+    def functions_at(self, positions: Sequence[int]) -> list[TraceableFunction]:
+        """The functions at these index positions, building only those."""
+        return self.relocated(self.index.at(positions))
+
+    def relocated(self, infos: Iterable[FunctionInfo]) -> list[TraceableFunction]:
+        """Functions of this module where they are loaded; inlined-only ones (static address 0) get 0."""
+        slide, path = self.slide, self.path
+        return [TraceableFunction(info, path, info.address + slide if info.address else 0) for info in infos]
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+
 @dataclass(frozen=True)
 class SessionSymbols:
     main_binary: str
     main_has_dwarf: bool
-    modules: tuple[str, ...]
-    functions: tuple[TraceableFunction, ...]
+    indexes: tuple[ModuleSymbols, ...]
+
+    @property
+    def modules(self) -> tuple[str, ...]:
+        """Paths of the indexed modules, in load order."""
+        return tuple(module.path for module in self.indexes)
+
+    @cached_property
+    def functions(self) -> tuple[TraceableFunction, ...]:
+        """Every function of every indexed module. Built on first use, and slow on a big binary (a second
+        per ~300k functions): to select functions, ask `indexes` with a pattern instead."""
+        return tuple(function for module in self.indexes for function in module.relocated(module.index.functions))
 
     def require_debug_info(self) -> None:
         if not self.main_has_dwarf:
@@ -54,20 +94,32 @@ class SessionSymbols:
 
 
 def _wants_index(module: ModuleInfo, main_binary: str) -> bool:
-    if not module.path.startswith("/") or not os.path.isfile(module.path):
+    if not module.path.startswith("/"):
+        return False
+    try:
+        stat = os.stat(module.path)
+    except OSError:
+        return False
+    if not S_ISREG(stat.st_mode):
         return False
     if os.path.realpath(module.path) == os.path.realpath(main_binary):
         return True
+    return _has_dwarf(module.path, stat.st_size, stat.st_mtime_ns)
+
+
+@lru_cache(maxsize=512)
+def _has_dwarf(path: str, size: int, mtime_ns: int) -> bool:
+    """Whether a library carries DWARF, remembered per version of the file: every launch loads the same
+    system libraries, and reading their section headers again costs a few ms each."""
     try:
-        return read_elf_info(module.path).has_dwarf
+        return read_elf_info(path).has_dwarf
     except (ValidationError, OSError):
         return False
 
 
 def load_session_symbols(main_binary: str, modules: list[ModuleInfo], cache_dir: Path) -> SessionSymbols:
     """Index the main binary and every loaded library with debug info (blocking; run it in a thread)."""
-    functions: list[TraceableFunction] = []
-    indexed: list[str] = []
+    indexes: list[ModuleSymbols] = []
     main_has_dwarf = False
     for module in modules:
         if not _wants_index(module, main_binary):
@@ -76,10 +128,6 @@ def load_session_symbols(main_binary: str, modules: list[ModuleInfo], cache_dir:
         is_main = os.path.realpath(module.path) == os.path.realpath(main_binary)
         if is_main:
             main_has_dwarf = index.elf.has_dwarf
-        slide = int(module.base, 16) - index.elf.image_base
-        indexed.append(module.path)
-        for info in index.functions:
-            runtime = info.address + slide if info.address else 0
-            functions.append(TraceableFunction(info, module.path, runtime))
-    log.info("indexed %d functions in %s", len(functions), indexed)
-    return SessionSymbols(main_binary, main_has_dwarf, tuple(indexed), tuple(functions))
+        indexes.append(ModuleSymbols(module.path, index, int(module.base, 16) - index.elf.image_base))
+    log.info("indexed %d functions in %s", sum(map(len, indexes)), [module.path for module in indexes])
+    return SessionSymbols(main_binary, main_has_dwarf, tuple(indexes))

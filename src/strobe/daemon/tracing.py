@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from strobe.daemon.ingest import TraceIngest
 from strobe.daemon.symbols import TraceableFunction
@@ -47,14 +48,33 @@ def merge_patterns(current: Sequence[str], add: Sequence[str], remove: Sequence[
     return merged, warnings
 
 
+class FunctionSource(Protocol):
+    """The functions of one module as plan_hooks asks for them (`strobe.daemon.symbols.ModuleSymbols`)."""
+
+    def positions(self, pattern: Pattern) -> Sequence[int]:
+        """Positions of the functions `pattern` selects, in a fixed order."""
+        ...
+
+    def functions_at(self, positions: Sequence[int]) -> list[TraceableFunction]:
+        """The functions at `positions`, relocated."""
+        ...
+
+
+def _hookable(function: TraceableFunction) -> bool:
+    return not function.info.inlined_only and function.runtime_address != 0
+
+
 def plan_hooks(
     current: Sequence[str],
     add: Sequence[str],
     remove: Sequence[str],
-    functions: Sequence[TraceableFunction],
+    modules: Sequence[FunctionSource],
     project_root: str | None,
 ) -> HookPlan:
-    """Decide the hooks for the patterns after this change. Raises InvalidPattern before changing anything."""
+    """Decide the hooks for the patterns after this change. Raises InvalidPattern before changing anything.
+
+    Each pattern is matched by each module's index; only the functions it selects are built, and none for
+    a pattern refused for selecting more than MAX_HOOKS."""
     parsed = {p.text: p for p in parse_patterns(add, project_root)}
     patterns, warnings = merge_patterns(current, add, remove)
     parsed.update({p.text: p for p in parse_patterns([t for t in patterns if t not in parsed], project_root)})
@@ -62,21 +82,23 @@ def plan_hooks(
     matched: set[tuple[str, int, str]] = set()
     kept: list[str] = []
     for text in patterns:
-        hits = [f for f in functions if parsed[text].matches(f)]
-        if len(hits) > MAX_HOOKS:
+        found = [(module, module.positions(parsed[text])) for module in modules]
+        count = sum(len(positions) for _, positions in found)
+        if count > MAX_HOOKS:
             warnings.append(
-                f"Pattern '{text}' matches {len(hits):,} functions, more than the {MAX_HOOKS:,} Strobe hooks at "
+                f"Pattern '{text}' matches {count:,} functions, more than the {MAX_HOOKS:,} Strobe hooks at "
                 "once; it was not added. Narrow it (e.g. 'myapp::parser::*' instead of '**', or '@file:parser.c')."
             )
             continue
         kept.append(text)
-        if not hits:
+        if not count:
             warnings.append(
                 f"Pattern '{text}' matched no function. Names are fully qualified (C++ 'ns::Class::method', Rust "
                 "'crate::module::fn'); try '**::name' or '@file:<source file>' to find it."
             )
             continue
-        inlined = [f for f in hits if f.info.inlined_only or f.runtime_address == 0]
+        hits = [function for module, positions in found if positions for function in module.functions_at(positions)]
+        inlined = [f for f in hits if not _hookable(f)]
         if inlined:
             warnings.append(
                 f"{len(inlined)} function(s) matched by '{text}' were inlined by the compiler and have no "
@@ -84,7 +106,7 @@ def plan_hooks(
             )
         for function in hits:
             matched.add(function.key)
-            if function not in inlined:
+            if _hookable(function):
                 desired.setdefault(function.key, function)
     if len(desired) > MAX_HOOKS:
         dropped = list(desired)[MAX_HOOKS:]

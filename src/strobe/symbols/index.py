@@ -122,6 +122,10 @@ class FunctionIndex:
         """The functions whose `file` satisfies `predicate`, in index order (see matching_files)."""
         return self._at(self.matching_files(predicate))
 
+    def at(self, positions: Sequence[int]) -> list[FunctionInfo]:
+        """[functions[i] for i in positions], building only those (positions from `matching`/`matching_files`)."""
+        return self._at(list(positions))
+
     def _at(self, positions: list[int]) -> list[FunctionInfo]:
         built = self.__dict__.get("functions")
         if built is not None:

@@ -32,10 +32,37 @@ class NamedFunction(Protocol):
     def file(self) -> str | None: ...
 
 
+class SearchableIndex(Protocol):
+    """What a function index offers to select functions without looking at each one in Python
+    (`strobe.symbols.index.FunctionIndex`): positions, in index order."""
+
+    def matching(self, pattern: re.Pattern[str]) -> list[int]: ...
+
+    def matching_files(self, predicate: Callable[[str | None], bool]) -> list[int]: ...
+
+
 @dataclass(frozen=True)
 class Pattern:
+    """One parsed pattern. It tests exactly one thing: the whole name against `name_regex` (globs), or the
+    declaring file with `file_test` (@usercode, @file:, called with None when the file is unknown)."""
+
     text: str
-    matches: Callable[[NamedFunction], bool]
+    name_regex: re.Pattern[str] | None = None
+    file_test: Callable[[str | None], bool] | None = None
+
+    def matches(self, function: NamedFunction) -> bool:
+        if self.name_regex is not None:
+            return self.name_regex.fullmatch(function.name) is not None
+        assert self.file_test is not None
+        return self.file_test(function.file)
+
+    def positions(self, index: SearchableIndex) -> list[int]:
+        """Positions of the functions of `index` this pattern matches, in index order: the same functions
+        `matches` accepts, found over the index's name column or once per distinct file."""
+        if self.name_regex is not None:
+            return index.matching(self.name_regex)
+        assert self.file_test is not None
+        return index.matching_files(self.file_test)
 
 
 def _glob_to_regex(glob: str) -> str:
@@ -82,17 +109,17 @@ def parse_pattern(text: str, project_root: str | None) -> Pattern:
             raise InvalidPattern("Invalid trace pattern '@usercode': it needs the session's projectRoot.")
         root = os.path.join(os.path.realpath(project_root), "")
 
-        def in_project(function: NamedFunction) -> bool:
-            return function.file is not None and os.path.realpath(function.file).startswith(root)
+        def in_project(file: str | None) -> bool:
+            return file is not None and os.path.realpath(file).startswith(root)
 
-        return Pattern(text, in_project)
+        return Pattern(text, file_test=in_project)
     if text.startswith("@file:"):
         needle = text[len("@file:") :]
         if not needle:
             raise InvalidPattern(
                 "Invalid trace pattern '@file:': name a file (or part of its path), e.g. '@file:parser.cpp'."
             )
-        return Pattern(text, lambda function: function.file is not None and needle in function.file)
+        return Pattern(text, file_test=lambda file: file is not None and needle in file)
     if text.startswith("@"):
         raise InvalidPattern(
             f"Invalid trace pattern '{text}': unknown directive. Use '@usercode' or '@file:<part of a path>'."
@@ -103,5 +130,4 @@ def parse_pattern(text: str, project_root: str | None) -> Pattern:
         raise InvalidPattern(
             f"Invalid trace pattern '{text}': '::' must separate two name parts, e.g. 'ns::func' or 'ns::*'."
         )
-    regex = _compiled(text)
-    return Pattern(text, lambda function: regex.fullmatch(function.name) is not None)
+    return Pattern(text, name_regex=_compiled(text))
