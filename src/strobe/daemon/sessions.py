@@ -26,7 +26,7 @@ from strobe.daemon.memory import (
     snapshot_row,
 )
 from strobe.daemon.session_ids import session_base_id
-from strobe.daemon.symbols import SessionSymbols, load_session_symbols
+from strobe.daemon.symbols import SessionSymbols, load_session_symbols, preload_main_index
 from strobe.daemon.tracing import HookPlan, SessionTrace, parse_patterns, plan_hooks
 from strobe.errors import FridaAttachFailed, ProcessExited, SessionExists, SessionNotFound, ValidationError
 from strobe.instrument.agent_build import AgentCache
@@ -194,9 +194,17 @@ class SessionManager:
             live = LiveSession(
                 record=placeholder, writer=self.writer, ingest_worker=self.ingest, loop=loop, on_gone=self._on_gone
             )
-            live.handle = await self.worker.run(
-                lambda: self.launcher.spawn(command.argv, command.cwd, env, agent_js, live)
+            # The main binary's index loads (or builds) while the process is spawned.
+            main_index = asyncio.ensure_future(
+                asyncio.to_thread(preload_main_index, command.binary_path, self.paths.cache_dir)
             )
+            try:
+                live.handle = await self.worker.run(
+                    lambda: self.launcher.spawn(command.argv, command.cwd, env, agent_js, live)
+                )
+            except BaseException:
+                main_index.add_done_callback(lambda f: f.exception())  # built in vain; nothing to report
+                raise
             pid = live.handle.pid
             base_id = session_base_id(command.binary_path, datetime.now())
             try:
@@ -213,9 +221,14 @@ class SessionManager:
             live.start_ns = time.monotonic_ns()
             live.trace = SessionTrace(TraceIngest(self.writer, live.record.key, pid, live.start_ns))
             modules = live.handle.modules
-            live.symbols = asyncio.ensure_future(
-                asyncio.to_thread(load_session_symbols, command.binary_path, modules, self.paths.cache_dir)
-            )
+            cache_dir = self.paths.cache_dir
+
+            async def symbols() -> SessionSymbols:
+                return await asyncio.to_thread(
+                    load_session_symbols, command.binary_path, modules, cache_dir, await main_index
+                )
+
+            live.symbols = asyncio.ensure_future(symbols())
             warnings: list[str] = []
             try:
                 if self.pending_patterns:

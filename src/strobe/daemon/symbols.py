@@ -117,15 +117,28 @@ def _has_dwarf(path: str, size: int, mtime_ns: int) -> bool:
         return False
 
 
-def load_session_symbols(main_binary: str, modules: list[ModuleInfo], cache_dir: Path) -> SessionSymbols:
-    """Index the main binary and every loaded library with debug info (blocking; run it in a thread)."""
+def preload_main_index(main_binary: str, cache_dir: Path) -> FunctionIndex | None:
+    """The main binary's index, loaded while the process is being spawned (None if it cannot be indexed:
+    load_session_symbols then tries again and reports why)."""
+    try:
+        return load_index(main_binary, cache_dir)
+    except Exception as exc:  # a background head start only: the real attempt reports any error
+        log.info("no early index of %s: %s", main_binary, exc)
+        return None
+
+
+def load_session_symbols(
+    main_binary: str, modules: list[ModuleInfo], cache_dir: Path, main_index: FunctionIndex | None = None
+) -> SessionSymbols:
+    """Index the main binary and every loaded library with debug info (blocking; run it in a thread).
+    `main_index`: the main binary's index if already loaded (see preload_main_index)."""
     indexes: list[ModuleSymbols] = []
     main_has_dwarf = False
     for module in modules:
         if not _wants_index(module, main_binary):
             continue
-        index: FunctionIndex = load_index(module.path, cache_dir)
         is_main = os.path.realpath(module.path) == os.path.realpath(main_binary)
+        index: FunctionIndex = main_index if is_main and main_index is not None else load_index(module.path, cache_dir)
         if is_main:
             main_has_dwarf = index.elf.has_dwarf
         indexes.append(ModuleSymbols(module.path, index, int(module.base, 16) - index.elf.image_base))
