@@ -90,13 +90,19 @@ function readString(address: NativePointer): string | null {
   }
   const room = Math.min(MAX_STRING, range.base.add(range.size).sub(address).toUInt32());
   try {
-    return address.readUtf8String(room);
-  } catch {
-    try {
-      return address.readCString(room); // not UTF-8: bytes as Latin-1
-    } catch {
+    const bytes = address.readByteArray(room);
+    if (bytes === null) {
       return null;
     }
+    const end = new Uint8Array(bytes).indexOf(0);
+    const length = end < 0 ? room : end; // a sized read does not stop at NUL by itself
+    try {
+      return address.readUtf8String(length);
+    } catch {
+      return address.readCString(length); // not UTF-8: bytes as Latin-1
+    }
+  } catch {
+    return null;
   }
 }
 

@@ -49,7 +49,7 @@ class StrobePaths:
 
     @property
     def reads_dir(self) -> Path:
-        """Buffers dumped by debug_read (type 'bytes'), named <sessionId>-<time>.bin."""
+        """Buffers dumped by debug_read (type 'bytes'): <sessionId>/<sessionId>-<time>.bin."""
         return self.home / "reads"
 
     def ensure_home(self) -> None:

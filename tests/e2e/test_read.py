@@ -62,6 +62,9 @@ async def test_raw_reads_of_each_type_and_bytes_to_a_file(
     assert dump["preview"].startswith("00 01 02 03") and dump["preview"].endswith("1f …")
     assert Path(dump["file"]).read_bytes() == bytes(range(200))
     assert Path(dump["file"]).name.startswith(sid)
+    # The dump belongs to the session: deleting the session deletes it.
+    await strobe.call("debug_stop", sessionId=sid)
+    assert not Path(dump["file"]).exists()
 
 
 async def test_per_target_errors_leave_the_other_targets_alone(

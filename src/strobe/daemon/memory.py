@@ -18,8 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from strobe.errors import StrobeError
 from strobe.instrument.protocol import PollComplete, ReadResult, VariableSnapshot
 from strobe.store.schema import EventKind
+from strobe.symbols.expressions import ReadRecipe, resolve_expression
+from strobe.symbols.types import ValueLayout
+from strobe.symbols.variables import VariableNotFound, variable_index
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +88,66 @@ def prepare_raw(address: str, size: int, type_name: str) -> PreparedRead:
     return PreparedRead(address, type_name, size, recipe, _render_raw(type_name))
 
 
+def describe_fields(layout: ValueLayout, value: dict[str, Any]) -> dict[str, Any]:
+    """A decoded struct as the response shows it: {field: {type, value}} or, for an expanded nested
+    struct, {field: {type, fields}}."""
+    out: dict[str, Any] = {}
+    for f in layout.fields:
+        inner = value.get(f.name) if isinstance(value, dict) else None
+        if f.layout.kind == "struct" and not f.layout.truncated and f.bit_size is None and isinstance(inner, dict):
+            out[f.name] = {"type": f.layout.type_name, "fields": describe_fields(f.layout, inner)}
+        else:
+            out[f.name] = {"type": f.layout.type_name, "value": inner}
+    return out
+
+
+def _render_recipe(recipe: ReadRecipe) -> Render:
+    def render(data: bytes, strings: dict[str, str | None]) -> dict[str, Any]:
+        texts = {int(k): v for k, v in strings.items() if v is not None}
+        pointers = _pointer_keys(data, texts)
+        value = recipe.decode(data, pointers)
+        layout = recipe.layout
+        if layout.kind == "struct" and not layout.truncated and recipe.bit_size is None and isinstance(value, dict):
+            return {"fields": describe_fields(layout, value)}
+        return {"value": value}
+
+    return render
+
+
+def _pointer_keys(data: bytes, texts: dict[int, str]) -> dict[int, str]:
+    """The agent names each C string by where its pointer sits in the bytes read; decode() looks strings
+    up by the pointer's value."""
+    out: dict[int, str] = {}
+    for offset, text in texts.items():
+        if offset + 8 <= len(data):
+            out[int.from_bytes(data[offset : offset + 8], "little")] = text
+    return out
+
+
+def prepare_variable(modules: Sequence[tuple[str, int]], text: str, depth: int) -> PreparedRead:
+    """Resolve a variable expression in the first module (path, slide) that defines its root variable; the
+    main binary comes first. Failures become the target's error: they never fail the other targets."""
+    first_error: StrobeError | None = None
+    for path, slide in modules:
+        try:
+            recipe = resolve_expression(variable_index(path), text, depth)
+        except VariableNotFound as exc:
+            first_error = first_error or exc
+            continue
+        except StrobeError as exc:
+            if first_error is None or isinstance(first_error, VariableNotFound):
+                first_error = exc
+            continue
+        wire = recipe.to_wire(slide)
+        wire.setdefault("strings", [])
+        wire.pop("layout", None)  # the agent only copies bytes
+        return PreparedRead(text, recipe.layout.type_name, recipe.size, wire, _render_recipe(recipe))
+    message = first_error.message if first_error is not None else f"Variable '{text}' not found in debug symbols."
+    return PreparedRead(text, "?", 0, error=message)
+
+
 def _bytes_file(directory: Path, session_id: str, data: bytes) -> Path:
+    directory = directory / session_id  # one directory per session: deleted with it
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     stamp = time.time_ns()
     path = directory / f"{session_id}-{stamp // 1_000_000}-{stamp % 1_000_000:06d}.bin"

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
+import shutil
 import threading
 import time
 from dataclasses import dataclass, field
@@ -22,6 +24,7 @@ from strobe.daemon.memory import (
     PreparedRead,
     SessionPolls,
     pair_results,
+    prepare_variable,
     result_of,
     snapshot_row,
 )
@@ -361,7 +364,18 @@ class SessionManager:
 
     async def resolve_variables(self, session_id: str, expressions: list[str], depth: int) -> dict[str, PreparedRead]:
         """Resolve variable expressions against the session's debug info (per-target errors, never raised)."""
-        return {e: PreparedRead(e, "?", 0, error=f"Variable '{e}' not found in debug symbols") for e in expressions}
+        live = await self.require_live(session_id, "reading memory")
+        assert live.symbols is not None
+        symbols = await live.symbols
+        main = os.path.realpath(symbols.main_binary)
+        modules = sorted(((m.path, m.slide) for m in symbols.indexes), key=lambda m: os.path.realpath(m[0]) != main)
+        if not any(os.path.realpath(path) == main for path, _ in modules):
+            modules.insert(0, (symbols.main_binary, 0))  # reports why it has no variables
+
+        def resolve() -> dict[str, PreparedRead]:
+            return {e: prepare_variable(modules, e, depth) for e in dict.fromkeys(expressions)}
+
+        return await asyncio.to_thread(resolve)
 
     async def read_memory(self, session_id: str, targets: list[PreparedRead]) -> list[dict[str, Any]]:
         """Read every target once (5 s at most); per-target errors never fail the others."""
@@ -446,6 +460,7 @@ class SessionManager:
         else:
             events = await self._write(lambda c: store_sessions.delete_session(c, record.key))
             self.writer.forget_session(record.key)
+            self._delete_dumps(session_id)
         return events, record.trimmed
 
     async def list_sessions(self) -> list[SessionRecord]:
@@ -460,7 +475,13 @@ class SessionManager:
         record = await self.get_record(session_id)
         deleted = await self._write(lambda c: store_sessions.delete_session(c, record.key))
         self.writer.forget_session(record.key)
+        self._delete_dumps(session_id)
         return int(deleted)
+
+    def _delete_dumps(self, session_id: str) -> None:
+        """Buffers debug_read wrote for a session go with its events."""
+        shutil.rmtree(self.paths.reads_dir / session_id, ignore_errors=True)
+        self._ended_polls.pop(session_id, None)
 
     # ---- query -----------------------------------------------------------------------------------
 
