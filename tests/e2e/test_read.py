@@ -3,7 +3,10 @@ in test_read_variables.py), the validation table, and reads after the process is
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -188,3 +191,24 @@ async def test_poll_stops_when_the_process_exits_and_says_how_many_samples_it_to
     assert page["polls"][0]["state"] == "process_exited"
     assert page["polls"][0]["samples"] == page["totalCount"] >= 3
     assert all(e["eventType"] == "variable_snapshot" for e in page["events"])
+
+
+async def test_an_unresponsive_agent_times_out_after_5_s_and_the_session_carries_on(
+    strobe: StrobeClient, memory_target: Path, project: Path, control: Control
+) -> None:
+    sid, buffer = await launch_memory(strobe, memory_target, project, control)
+    pid = next(s["pid"] for s in (await strobe.call("debug_list_sessions"))["sessions"] if s["sessionId"] == sid)
+    os.kill(pid, signal.SIGSTOP)  # every thread stops, the agent's included
+    try:
+        started = time.monotonic()
+        error = await strobe.error("debug_read", sessionId=sid, targets=[{"address": hex(buffer), "size": 1,
+                                                                          "type": "u8"}])
+        waited = time.monotonic() - started
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert error.code == "FRIDA_ATTACH_FAILED" and "timed out (5s)" in error.message
+    assert 4.5 <= waited < 30
+    again = await strobe.call("debug_read", sessionId=sid, targets=[{"address": hex(buffer + 9), "size": 1,
+                                                                     "type": "u8"}])
+    assert again["results"][0]["value"] == 9
+    await control.round(strobe, sid)
