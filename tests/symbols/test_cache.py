@@ -41,6 +41,9 @@ def test_second_load_is_served_from_the_cache(
     binary = programs.build("cxx")
     first = load_index(binary, tmp_path)
     assert (tmp_path / "symbols.db").is_file()
+    with sqlite3.connect(tmp_path / "symbols.db") as db:
+        assert db.execute("PRAGMA page_size").fetchone() == (65536,)  # big pages: the payload reads faster
+    db.close()
     assert first == build_index(binary)
     forbid_builds(monkeypatch)
     second = load_index(binary, tmp_path)

@@ -134,9 +134,68 @@ def test_cached_index_equals_the_built_one(generated: Path, tmp_path: Path) -> N
 def test_payload_round_trip_and_lazy_strings(programs: Programs) -> None:
     index = build_index(programs.build("cxx"))
     table = cache.decode(cache.encode(index.table))
-    assert callable(table._raws) and callable(table._signatures)  # decoded on first use
+    assert isinstance(table._raws, cache.PackedStrings) and isinstance(table._signatures, cache.PackedStrings)
+    assert isinstance(table._names, list)  # pattern matching reads them all: decoded on loading
     assert FunctionIndex(index.elf, table) == index
-    assert not callable(table._raws)
+    assert not isinstance(table._raws, cache.PackedStrings)
+
+
+def test_at_decodes_only_the_blocks_it_reads(generated: Path, tmp_path: Path) -> None:
+    built = build_index(generated)
+    load_index(generated, tmp_path)
+    index = load_index(generated, tmp_path)
+    raws, signatures = index.table._raws, index.table._signatures
+    assert isinstance(raws, cache.PackedStrings) and isinstance(signatures, cache.PackedStrings)
+    last = len(index) - 1
+    assert last > 3 * cache.BLOCK
+    positions = [last, 0, cache.BLOCK - 1, cache.BLOCK, 5]
+    assert index.at(positions) == [built.functions[i] for i in positions]
+    assert index.function(-1) == built.functions[-1]
+    assert sorted(raws._decoded) == sorted(signatures._decoded) == [0, 1, last // cache.BLOCK]
+    assert index.table._raws is raws and "functions" not in index.__dict__
+    again = pickle.loads(pickle.dumps(index))  # still packed, and the same functions
+    assert isinstance(again.table._raws, cache.PackedStrings) and again == built
+
+
+@pytest.mark.parametrize("count", [0, 1, cache.BLOCK - 1, cache.BLOCK, cache.BLOCK + 1, 3 * cache.BLOCK + 7])
+def test_packed_strings_read_like_the_list(count: int) -> None:
+    values = [f"ns{i % 7}::f{i}(é, {'x' * (i % 5)})" if i % 11 else ("" if i % 2 else "bad\udcffbyte")
+              for i in range(count)]
+    packed = cache.PackedStrings.pack(values)
+    assert len(packed) == count and packed.strings() == values
+    picks = [i for i in (0, count // 2, count - 1, -1, -count, cache.BLOCK) if count and -count <= i < count]
+    assert packed.pick(picks) == [values[i] for i in picks]
+    assert pickle.loads(pickle.dumps(packed)).strings() == values
+    with pytest.raises(IndexError):
+        packed.pick([count])
+    with pytest.raises(ValueError):
+        cache.PackedStrings(packed.data, packed.bounds[:-1], count)
+
+
+def test_integer_columns_round_trip_at_any_width() -> None:
+    """Columns are stored narrowed (addresses as differences, unknown lines marked): any value comes back."""
+    rows: list[cache.Row] = [
+        ("a", "a", "a", 2**64 - 1, 2**63 - 1, "/f", None, False, 0),
+        ("b", "b", "b", 0, -5, None, 2**63 - 1, True, 300),
+        ("c", "c", "c", 0x401000, 0, "/g", 0, False, -1),
+        ("d", "d", "d", 17, 1, "/f", 65535, False, 2**31),
+        ("e", "e", "e", 17, 2, "/h", -3, False, 7),
+    ]
+    for chosen in (rows, rows[2:4], rows[2:], rows[:1], rows[1:2], []):
+        for ordered in (False, True):
+            table = cache.FunctionTable.from_rows(sorted(chosen, key=lambda row: row[3]) if ordered else chosen,
+                                                  sorted_by_address=ordered)
+            assert list(cache.decode(cache.encode(table)).rows()) == list(table.rows())
+
+
+def test_a_name_with_nul_is_not_cached(
+    programs: Programs, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    rows = list(build_index(programs.build("c")).table.rows())
+    rows[0] = ("odd\0name", *rows[0][1:])
+    with caplog.at_level(logging.WARNING):
+        cache.store(tmp_path, "key", cache.FunctionTable.from_rows(rows))
+    assert "not cached" in caplog.text and cache.fetch(tmp_path, "key") is None
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "magic"])
