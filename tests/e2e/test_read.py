@@ -158,7 +158,7 @@ async def test_poll_interleaves_snapshots_with_function_events_in_time_order(
     # reads a value between their arguments, which only holds if both are placed on one clock.
     checked = 0
     for i in snapshots:
-        value = timeline[i]["arguments"][ticks]
+        value = timeline[i]["values"][ticks]
         before = [e["arguments"][0] for e in timeline[:i] if e["eventType"] == "function_enter"]
         after = [e["arguments"][0] for e in timeline[i + 1:] if e["eventType"] == "function_enter"]
         if before and after:
@@ -191,6 +191,8 @@ async def test_poll_stops_when_the_process_exits_and_says_how_many_samples_it_to
     assert page["polls"][0]["state"] == "process_exited"
     assert page["polls"][0]["samples"] == page["totalCount"] >= 3
     assert all(e["eventType"] == "variable_snapshot" for e in page["events"])
+    assert all(set(e["values"]) == {hex(buffer)} for e in page["events"])
+    assert page["events"][0]["values"][hex(buffer)] == 0x03020100
 
 
 async def test_an_unresponsive_agent_times_out_after_5_s_and_the_session_carries_on(

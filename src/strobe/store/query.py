@@ -534,6 +534,11 @@ def _to_wire(row: tuple[Any, ...], session_id: str, verbose: bool) -> dict[str, 
             event["returnType"] = _return_type(_decode_retval(retval))
     if text is not None:
         event["text"] = text
+    if kind == EventKind.VARIABLE_SNAPSHOT:
+        event["values"] = _json(args)  # the point of a snapshot: shown without verbose too
+        if not verbose:
+            return event
+        args = None
     if not verbose:
         return event
     extra_fields = _json(extra) or {}
