@@ -36,35 +36,46 @@ interface Chunk {
   bytes: ArrayBuffer;
 }
 
-function readOne(recipe: ReadRecipe, chunks: Chunk[], offset: { value: number }): ReadResult {
+export interface RawRead {
+  address?: NativePointer;
+  bytes?: ArrayBuffer;
+  strings?: Record<string, string | null>;
+  error?: string;
+}
+
+// Follow a recipe and copy its bytes. `checked`: look each address up in the memory map first (clear
+// messages, for debug_read); unchecked reads (watches, in hooks) rely on Frida turning a fault into an
+// exception, which is cheaper.
+export function readRecipe(recipe: ReadRecipe, checked: boolean): RawRead {
   let address = ptr(recipe.address);
   for (const step of recipe.derefs) {
     const at = address.add(step.offset);
-    if (!readable(at, Process.pointerSize)) {
-      return { label: recipe.label, error: `Address ${at} not readable (reading the pointer ${step.label})` };
+    if (checked && !readable(at, Process.pointerSize)) {
+      return { error: `Address ${at} not readable (reading the pointer ${step.label})` };
     }
-    address = at.readPointer();
+    try {
+      address = at.readPointer();
+    } catch {
+      return { error: `Address ${at} not readable (reading the pointer ${step.label})` };
+    }
     if (address.isNull()) {
-      return { label: recipe.label, error: `Null pointer at ${step.label}` };
+      return { error: `Null pointer at ${step.label}` };
     }
   }
   address = address.add(recipe.offset);
-  if (!readable(address, recipe.size)) {
-    return { label: recipe.label, address: address.toString(), error: `Address ${address} not readable` };
+  if (checked && !readable(address, recipe.size)) {
+    return { address, error: `Address ${address} not readable` };
   }
   let bytes: ArrayBuffer | null;
   try {
     bytes = address.readByteArray(recipe.size);
   } catch (e) {
-    return { label: recipe.label, address: address.toString(), error: `Address ${address} not readable (${e})` };
+    return { address, error: `Address ${address} not readable (${e})` };
   }
   if (bytes === null) {
-    return { label: recipe.label, address: address.toString(), error: `Address ${address} not readable` };
+    return { address, error: `Address ${address} not readable` };
   }
-  const result: ReadResult = { label: recipe.label, address: address.toString(), dataOffset: offset.value,
-                               size: bytes.byteLength };
-  chunks.push({ bytes });
-  offset.value += bytes.byteLength;
+  const read: RawRead = { address, bytes };
   if (recipe.strings.length > 0) {
     const view = new DataView(bytes);
     const strings: Record<string, string | null> = {};
@@ -72,10 +83,29 @@ function readOne(recipe: ReadRecipe, chunks: Chunk[], offset: { value: number })
       if (at + 8 > bytes.byteLength) {
         continue;
       }
-      const target = ptr(view.getBigUint64(at, true).toString());
-      strings[String(at)] = readString(target);
+      strings[String(at)] = readString(ptr(view.getBigUint64(at, true).toString()));
     }
-    result.strings = strings;
+    read.strings = strings;
+  }
+  return read;
+}
+
+function readOne(recipe: ReadRecipe, chunks: Chunk[], offset: { value: number }): ReadResult {
+  const read = readRecipe(recipe, true);
+  const result: ReadResult = { label: recipe.label };
+  if (read.address !== undefined) {
+    result.address = read.address.toString();
+  }
+  if (read.error !== undefined || read.bytes === undefined) {
+    result.error = read.error ?? "nothing read";
+    return result;
+  }
+  result.dataOffset = offset.value;
+  result.size = read.bytes.byteLength;
+  chunks.push({ bytes: read.bytes });
+  offset.value += read.bytes.byteLength;
+  if (read.strings !== undefined) {
+    result.strings = read.strings;
   }
   return result;
 }
