@@ -77,6 +77,13 @@ export interface ReadResult {
   error?: string;
 }
 
+export interface WatchesUpdated {
+  type: "watches_updated";
+  requestId: number;
+  activeCount: number;
+  errors: { id: number; error: string }[];
+}
+
 export interface ReadResponse {
   type: "read_response";
   requestId: number;
@@ -108,6 +115,7 @@ export type AgentMessage =
   | SamplingStateChange
   | Flushed
   | ReadResponse
+  | WatchesUpdated
   | VariableSnapshot
   | PollComplete;
 
@@ -166,6 +174,31 @@ export interface ReadMemoryRequest {
   requestId: number;
   recipes: ReadRecipe[];
   poll?: PollSpec;
+}
+
+// Watches. `native`: up to 4 scalars at fixed addresses, read by the CModule in the hook (slot 0-3);
+// `js`: read by a JavaScript callback (pointer chains, structs, expressions). `funcs`: the function ids
+// a watch applies to; null: every traced function, including ones hooked later.
+export interface NativeWatchSpec {
+  slot: number;
+  address: string;
+  size: number;
+  funcs: number[] | null;
+}
+
+export interface JsWatchSpec {
+  id: number;
+  label: string;
+  recipe?: ReadRecipe;
+  expr?: string;
+  funcs: number[] | null;
+}
+
+export interface WatchesRequest {
+  type: "watches";
+  requestId: number;
+  native: NativeWatchSpec[];
+  js: JsWatchSpec[];
 }
 
 export interface CancelPollRequest {

@@ -36,6 +36,8 @@ _RAW_FORMATS: dict[str, tuple[str, int]] = {
     "i64": ("<q", 8), "u64": ("<Q", 8), "f32": ("<f", 4), "f64": ("<d", 8), "pointer": ("<Q", 8),
 }
 
+_SCALAR_KINDS = ("int", "uint", "float", "bool", "char", "pointer", "enum")
+
 Render = Callable[[bytes, dict[str, str | None]], dict[str, Any]]
 """Decode the bytes read for a target (and the C strings its char* fields point to) into response fields:
 {"value": ...} for a scalar, {"fields": {...}} for a struct."""
@@ -52,6 +54,11 @@ class PreparedRead:
     render: Render | None = None
     is_bytes: bool = False
     error: str | None = None
+    direct: bool = False  # a scalar of 1, 2, 4 or 8 bytes at a fixed address: the CModule can read it itself
+    plain: Plain | None = None  # the bare JSON value of the bytes (watches show values without types)
+
+
+Plain = Callable[[bytes, dict[str, str | None]], Any]
 
 
 def raw_size(type_name: str) -> int | None:
@@ -85,7 +92,9 @@ def prepare_raw(address: str, size: int, type_name: str) -> PreparedRead:
     }
     if type_name == "bytes":
         return PreparedRead(address, "bytes", size, recipe, is_bytes=True)
-    return PreparedRead(address, type_name, size, recipe, _render_raw(type_name))
+    render = _render_raw(type_name)
+    return PreparedRead(address, type_name, size, recipe, render, direct=True,
+                        plain=lambda data, strings: render(data, strings)["value"])
 
 
 def describe_fields(layout: ValueLayout, value: dict[str, Any]) -> dict[str, Any]:
@@ -112,6 +121,14 @@ def _render_recipe(recipe: ReadRecipe) -> Render:
         return {"value": value}
 
     return render
+
+
+def _plain_recipe(recipe: ReadRecipe) -> Plain:
+    def plain(data: bytes, strings: dict[str, str | None]) -> Any:
+        texts = {int(k): v for k, v in strings.items() if v is not None}
+        return recipe.decode(data, _pointer_keys(data, texts))
+
+    return plain
 
 
 def _pointer_keys(data: bytes, texts: dict[int, str]) -> dict[int, str]:
@@ -141,7 +158,10 @@ def prepare_variable(modules: Sequence[tuple[str, int]], text: str, depth: int) 
         wire = recipe.to_wire(slide)
         wire.setdefault("strings", [])
         wire.pop("layout", None)  # the agent only copies bytes
-        return PreparedRead(text, recipe.layout.type_name, recipe.size, wire, _render_recipe(recipe))
+        direct = (not recipe.derefs and recipe.bit_size is None and recipe.size in (1, 2, 4, 8)
+                  and recipe.layout.kind in _SCALAR_KINDS and not recipe.layout.cstring)
+        return PreparedRead(text, recipe.layout.type_name, recipe.size, wire, _render_recipe(recipe), direct=direct,
+                            plain=_plain_recipe(recipe))
     message = first_error.message if first_error is not None else f"Variable '{text}' not found in debug symbols."
     return PreparedRead(text, "?", 0, error=message)
 
