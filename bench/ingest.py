@@ -1,6 +1,11 @@
 """Sustained ingest: a target calls a function at a steady rate for a while; how many events per second
 reach the queryable store, with stored / sampled / dropped counts, and the daemon's peak RSS meanwhile.
-The same session, cut to 1M (and 200k) events by the FIFO limit, then serves the query-latency runs."""
+The same session, cut to 1M (and 200k) events by the FIFO limit, then serves the query-latency runs.
+
+The sustained run offers SUSTAINED_HEADROOM times the rate asked for. Offered exactly the target rate, the
+figure (events stored / time from the go signal until all are stored) can only approach it from below: the
+target program's start, its last batch's trip and the end of the session take time even when the store never
+lags. With more offered than the target, the figure is what the store took per second, up to its capacity."""
 
 from __future__ import annotations
 
@@ -120,10 +125,17 @@ async def _session(build: Path, rate: int, seconds: float, keep: int, rounds: in
         shutil.rmtree(project, ignore_errors=True)
 
 
+SUSTAINED_HEADROOM = 1.2
+
+
 async def run(build: Path, rate: int, seconds: float, sizes: tuple[int, ...], rounds: int) -> dict[str, Any]:
-    """The first size's run is the sustained-ingest measurement; every size gives query latencies."""
+    """The first size's run is the sustained-ingest measurement (offered SUSTAINED_HEADROOM x `rate`); every size
+    gives query latencies."""
     runs = {}
     for keep in sizes:
-        runs[keep] = await _session(build, rate, seconds if keep == sizes[0] else max(1.0, keep / rate / 2 + 0.5),
+        sustained = keep == sizes[0]
+        offered = round(rate * SUSTAINED_HEADROOM) if sustained else rate
+        runs[keep] = await _session(build, offered, seconds if sustained else max(1.0, keep / rate / 2 + 0.5),
                                     keep, rounds)
+        runs[keep]["offered_events_per_s"] = 2 * offered
     return {"rate_calls_per_s": rate, "seconds": seconds, "runs": {str(k): v for k, v in runs.items()}}

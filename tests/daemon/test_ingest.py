@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.store.summaries import rebuilt, summaries
 
 from strobe.daemon.ingest import TraceIngest
 from strobe.instrument.records import FLAG_SAMPLED, KIND_ENTER, KIND_EXIT, NO_PARENT, RECORD_DTYPE
@@ -114,3 +115,47 @@ def test_a_batch_with_the_wrong_size_is_refused(writer: Writer) -> None:
     ingest, _ = make_ingest(writer)
     with pytest.raises(ValueError):
         ingest.on_batch(b"\0" * 10, 1, 0, 0)
+
+
+def test_records_of_every_shape_are_stored_and_summarised(writer: Writer, tmp_path: Path) -> None:
+    ingest, session = make_ingest(writer)
+    none_key = writer.call(
+        lambda c: c.execute("INSERT INTO functions (name, params) VALUES ('noargs', 0)").lastrowid
+    ).result(10)
+    ingest.hook(2, none_key, 0)
+    main = threading.get_native_id()
+    data = records(
+        (10, main, 0, KIND_ENTER, 0, N, [1, 2, 3]),  # seq 0
+        (20, main, 2, KIND_ENTER, 0, 0, [9, 9]),  # no parameters: no arguments stored
+        (30, main, 9, KIND_ENTER, FLAG_SAMPLED, 0, [1, 2, 3, 4, 5, 6]),  # a slot never hooked: all six registers
+        (35, main, 1, 3, 0, N, [1]),  # a kind this version does not store
+        (40, main, 9, KIND_EXIT, FLAG_SAMPLED, 0, [5, 10]),
+        (50, main, 2, KIND_EXIT, 0, 0, [0, 30]),
+        (60, main, 0, KIND_EXIT, 0, N, [-1, 50]),
+    )
+    ingest.on_batch(data, 7, 0, 0, first_seq=0)
+    events = read(writer, tmp_path, session)
+    assert [e.get("function") for e in events] == ["outer", "noargs", None, None, "noargs", "outer"]
+    assert [e.get("arguments") for e in events[:3]] == [[1, 2], None, [1, 2, 3, 4, 5, 6]]
+    assert [e.get("sampled") for e in events] == [None, None, True, True, None, None]
+    assert [e.get("parentEventId") for e in events] == [None] + [events[0]["id"]] * 4 + [None]
+    assert [e.get("returnValue") for e in events[3:]] == [5, 0, -1]
+    writer.call(lambda c: None).result(10)
+    conn = sqlite3.connect(tmp_path / "strobe.db")
+    try:
+        assert summaries(conn) == rebuilt(conn)
+        assert conn.execute("SELECT count(*) FROM events WHERE kind = 3").fetchone()[0] == 0
+    finally:
+        conn.close()
+
+
+def test_parents_across_batches_that_follow_each_other(writer: Writer, tmp_path: Path) -> None:
+    ingest, session = make_ingest(writer)
+    for i in range(3):  # consecutive batches: sequence numbers and ids both continue, so they share one range
+        ingest.on_batch(records((10 * i + 1, 7, 0, KIND_ENTER, 0, N if i == 0 else 50, []),
+                                (10 * i + 2, 7, 1, KIND_ENTER, 0, 50 + 2 * i, [])), 2, 0, 0, first_seq=50 + 2 * i)
+    events = read(writer, tmp_path, session)
+    assert [e.get("parentEventId") for e in events] == [
+        None, events[0]["id"], events[0]["id"], events[2]["id"], events[0]["id"], events[4]["id"]
+    ]
+    assert len(ingest._seqs.starts) == 1

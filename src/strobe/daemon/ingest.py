@@ -12,20 +12,18 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import Any
 
 import numpy as np
 
 from strobe.instrument.records import FLAG_SAMPLED, KIND_ENTER, KIND_EXIT, NO_PARENT, decode
-from strobe.store.writer import Writer
+from strobe.store import counts
+from strobe.store.writer import ColumnGroup, EventBlock, Writer
 
 log = logging.getLogger(__name__)
 
-
-
-MAX_QUEUED_RECORDS = 1_000_000  # ~72 MB of raw batches waiting to be decoded
-MAX_PENDING_ROWS = 150_000  # decoded rows waiting for the writer
+MAX_QUEUED_RECORDS = 750_000  # ~54 MB of raw batches waiting to be decoded (3 s of a 250k events/s flood)
+MAX_PENDING_ROWS = 50_000  # decoded rows waiting for the writer (~230 bytes each as Python values; ~0.15 s of work)
 
 
 class IngestWorker:
@@ -80,10 +78,6 @@ class HookedSlot:
     params: int
 
 
-_ENTER_COLUMNS = ("id", "session", "ts", "kind", "pid", "tid", "func", "parent", "sampled", "args")
-_EXIT_COLUMNS = ("id", "session", "ts", "kind", "pid", "tid", "func", "parent", "duration", "retval", "sampled")
-
-
 @dataclass
 class _SeqMap:
     """Where each batch's records went: sequence numbers (64-bit, unwrapped) to event ids."""
@@ -96,9 +90,12 @@ class _SeqMap:
     def add(self, first_seq32: int, count: int, first_id: int) -> int:
         previous = first_seq32 if self.next_seq is None else self.next_seq
         start = previous + ((first_seq32 - previous) & 0xFFFF_FFFF)
-        self.starts.append(start)
-        self.ids.append(first_id)
-        self.counts.append(count)
+        if self.starts and start == self.starts[-1] + self.counts[-1] and first_id == self.ids[-1] + self.counts[-1]:
+            self.counts[-1] += count  # contiguous with the previous batch in both numberings: one range
+        else:
+            self.starts.append(start)
+            self.ids.append(first_id)
+            self.counts.append(count)
         self.next_seq = start + count
         return start
 
@@ -135,8 +132,8 @@ class TraceIngest:
         self.slots[slot] = HookedSlot(db_key, params)
         if slot >= len(self._keys):
             size = max(slot + 1, 2 * len(self._keys), 64)
-            self._keys = np.resize(self._keys, size)
-            self._params = np.resize(self._params, size)
+            self._keys = np.concatenate([self._keys, np.full(size - len(self._keys), -1, np.int64)])
+            self._params = np.concatenate([self._params, np.full(size - len(self._params), 6, np.int64)])
         self._keys[slot] = db_key
         self._params[slot] = min(max(params, 0), 6)
 
@@ -151,7 +148,7 @@ class TraceIngest:
         first_id = self.writer.reserve_ids(count)
         start = self._seqs.add(first_seq, count, first_id)
         parents = self._seqs.resolve(records["parent"], start + count - 1)
-        self.writer.submit_parts(self.session, first_id, count, self._parts(records, first_id, parents))
+        self.writer.submit_block(self._block(records, first_id, parents))
         self.events += count
         if dropped != self.dropped or sampled_out != self.sampled_out:
             self.dropped, self.sampled_out = max(self.dropped, dropped), max(self.sampled_out, sampled_out)
@@ -165,56 +162,57 @@ class TraceIngest:
     def store_counters(self) -> None:
         self.writer.call(self._store_counters(self.dropped + self.refused, self.sampled_out))
 
-    def _parts(
-        self, records: np.ndarray, first_id: int, parents: np.ndarray
-    ) -> list[tuple[tuple[str, ...], list[tuple[Any, ...]]]]:
-        """Rows for enters and exits, built column-wise: no Python work per record but the final zip."""
+    def _block(self, records: np.ndarray, first_id: int, parents: np.ndarray) -> EventBlock:
+        """The batch's rows, built column-wise: records that fill the same columns (kind; function known or
+        not; parent or none; sampled or not; number of argument registers) form one group, whose values
+        come out of numpy as one flat list. Nothing Python-level happens per record."""
         n = len(records)
         funcs = records["func"].astype(np.int64)
         known = funcs < len(self._keys)
-        keys = np.where(known, self._keys[np.where(known, funcs, 0)], -1)
+        slots = np.where(known, funcs, 0)
+        keys = np.where(known, self._keys[slots], -1)
         ids = np.arange(first_id, first_id + n, dtype=np.int64)
         ts = records["ts"].astype(np.int64) - self.start_ns
-        parent_col = _nullable(parents, parents >= 0)
-        key_col = _nullable(keys, keys >= 0)
-        sampled = (records["flags"] & FLAG_SAMPLED) != 0
-        sampled_col: np.ndarray | None = _nullable(np.ones(n, dtype=np.int64), sampled) if sampled.any() else None
-        tids = records["tid"].astype(np.int64)
+        kinds = records["kind"].astype(np.int64)
         regs = records["a"]
-        session, pid = self.session, self.pid
-        parts: list[tuple[tuple[str, ...], list[tuple[Any, ...]]]] = []
-        for kind, columns in ((KIND_ENTER, _ENTER_COLUMNS), (KIND_EXIT, _EXIT_COLUMNS)):
-            chosen = np.flatnonzero(records["kind"] == kind)
-            if not len(chosen):
-                continue
-            m = len(chosen)
-            common = [
-                ids[chosen].tolist(), repeat(session, m), ts[chosen].tolist(), repeat(int(kind), m), repeat(pid, m),
-                tids[chosen].tolist(), key_col[chosen].tolist(), parent_col[chosen].tolist(),
-            ]
-            sampled_values = sampled_col[chosen].tolist() if sampled_col is not None else repeat(None, m)
-            if kind == KIND_ENTER:
-                args = self._arguments(regs[chosen], funcs[chosen], known[chosen])
-                rows = list(zip(*common, sampled_values, args, strict=False))
-            else:
-                rows = list(zip(*common, regs[chosen, 1].tolist(), regs[chosen, 0].tolist(), sampled_values,
-                                strict=False))
-            parts.append((columns, rows))
-        return parts
-
-    def _arguments(self, regs: np.ndarray, funcs: np.ndarray, known: np.ndarray) -> list[bytes | None]:
-        """Each enter's argument registers as a blob, trimmed to its function's parameter count."""
-        counts = np.where(known, self._params[np.where(known, funcs, 0)], 6)
-        out: np.ndarray = np.full(len(regs), None, dtype=object)
-        regs = np.ascontiguousarray(regs)
-        for n in np.unique(counts).tolist():
-            if n == 0:
-                continue
-            rows = np.flatnonzero(counts == n)
-            blobs = np.ascontiguousarray(regs[rows, :n]).view(np.dtype((np.void, 8 * n))).ravel()
-            out[rows] = [bytes(b) for b in blobs.tolist()]
-        result: list[bytes | None] = out.tolist()
-        return result
+        enters, exits = kinds == KIND_ENTER, kinds == KIND_EXIT
+        nargs = np.where(known, self._params[slots], 6) * enters
+        sampled = (records["flags"] & FLAG_SAMPLED) != 0
+        signature = (kinds << 6) | ((keys >= 0) << 5) | ((parents >= 0) << 4) | (sampled << 3) | nargs
+        signature[~(enters | exits)] = -1  # not a kind this version stores
+        groups: list[ColumnGroup] = []
+        for sig in np.flatnonzero(np.bincount(signature[signature >= 0], minlength=256)).tolist():
+            rows = np.flatnonzero(signature == sig)
+            columns = ["id", "ts", "tid"]
+            arrays = [ids[rows], ts[rows], records["tid"][rows]]
+            if sig & 32:
+                columns.append("func")
+                arrays.append(keys[rows])
+            if sig & 16:
+                columns.append("parent")
+                arrays.append(parents[rows])
+            if sig >> 6 == KIND_EXIT:
+                columns += ["duration", "retval"]
+                arrays += [regs[rows, 1], regs[rows, 0]]
+            width = sig & 7
+            if width:
+                columns.append("args")
+                arrays.append(np.zeros(len(rows), np.int64))  # a place for each row's blob
+            matrix = np.empty((len(rows), len(columns)), np.int64)
+            for j, column in enumerate(arrays):
+                matrix[:, j] = column
+            values: list[Any] = matrix.ravel().tolist()
+            if width:  # each enter's argument registers as a blob, trimmed to its function's parameter count
+                blobs = np.ascontiguousarray(regs[rows, :width]).view(np.dtype((np.void, 8 * width))).ravel()
+                values[len(columns) - 1::len(columns)] = blobs.tolist()
+            constants = [("session", self.session), ("kind", sig >> 6), ("pid", self.pid)]
+            if sig & 8:
+                constants.append(("sampled", 1))
+            groups.append(ColumnGroup(tuple(columns), tuple(constants), values))
+        stored = signature >= 0
+        summary = counts.summarise(self.session, ids[stored], ts[stored], kinds[stored], keys[stored],
+                                   exits[stored], regs[exits, 1], regs[exits, 0]) if stored.any() else None
+        return EventBlock(self.session, first_id, n, groups, summary)
 
     def _store_counters(self, dropped: int, sampled_out: int) -> Callable[[Any], None]:
         session = self.session
@@ -238,10 +236,3 @@ class TraceIngest:
             conn.executemany("INSERT OR REPLACE INTO threads (session, pid, tid, name) VALUES (?, ?, ?, ?)", names)
 
         self.writer.call(store)
-
-
-def _nullable(values: np.ndarray, present: np.ndarray) -> np.ndarray:
-    """An object column: the value where present, None elsewhere."""
-    out = values.astype(object)
-    out[~present] = None
-    return out

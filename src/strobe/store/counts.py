@@ -15,8 +15,10 @@ The writer calls:
 
 - `prepare(conn)` once when it opens the store (rebuilds the tables if they are missing or stale, then
   marks them maintained);
-- `record(conn, session, columns, rows)` after each insert of event rows;
-- `forget_range(conn, lo, hi)` before it deletes the events with ids lo..hi (FIFO trimming);
+- `record(conn, session, columns, rows)` after each insert of event rows, or `record_summary(conn, summary)`
+  after a block of trace events whose summary its producer computed with `summarise` (column-wise, numpy);
+- `forget_range(conn, lo, hi, known)` before it deletes the events with ids lo..hi (FIFO trimming), with the
+  cells of the blocks it wrote there (so those events need not be read back);
 - `forget_session(conn, session)` after a session's events were deleted.
 
 Readers trust the tables only once `maintained(conn)` says the writer keeps them.
@@ -31,6 +33,7 @@ import sqlite3
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise, repeat
 from operator import itemgetter
 from typing import Any
 
@@ -268,36 +271,144 @@ def _group(
     if n > 1 and not bool(np.all(ids[1:] > ids[:-1])):
         order = np.argsort(ids, kind="stable")
         ids, ts, classes, numbers = ids[order], ts[order], classes[order], numbers[order]
-    by_class = np.argsort(classes, kind="stable")
-    sorted_classes = classes[by_class]
-    cuts = np.flatnonzero(sorted_classes[1:] != sorted_classes[:-1]) + 1
-    for part in np.split(by_class, cuts):
-        cls = int(classes[part[0]])
-        part_ids = ids[part]
+    _posting_rows(out, session, dim, ids, ts, classes, numbers)
+
+
+def _posting_rows(out: list[tuple[Any, ...]], session: int, dim: int, ids: np.ndarray, ts: np.ndarray,
+                  classes: np.ndarray, numbers: np.ndarray) -> None:
+    """Append to `out` one event_postings row per value class; `ids` ascending."""
+    order = np.argsort(classes.astype(np.uint8), kind="stable")  # classes are < 256: a radix sort
+    classes, ids, ts, numbers = classes[order], ids[order], ts[order], numbers[order]
+    bounds = [0, *(np.flatnonzero(classes[1:] != classes[:-1]) + 1).tolist(), len(ids)]
+    for start, end in pairwise(bounds):
+        cls = int(classes[start])
         valued = cls < RETURN_REAL if dim == DIM_RETURN else cls != SQL_CLASS
-        out.append((session, dim, cls, int(part_ids[0]), int(part_ids[-1]), len(part), part_ids.tobytes(),
-                    ts[part].tobytes(), numbers[part].tobytes() if valued else None))
+        out.append((session, dim, cls, int(ids[start]), int(ids[end - 1]), end - start, ids[start:end].tobytes(),
+                    ts[start:end].tobytes(), numbers[start:end].tobytes() if valued else None))
 
 
-def forget_range(conn: sqlite3.Connection, lo: int, hi: int) -> None:
-    """Unsummarise the events with ids lo..hi, which are about to be deleted."""
-    kinds = conn.execute(
-        "SELECT count(*), session, kind, coalesce(func, ?) FROM events WHERE id BETWEEN ? AND ? GROUP BY 2, 3, 4",
-        (NO_FUNCTION, lo, hi),
-    ).fetchall()
-    buckets = conn.execute(
-        "SELECT count(*), session, ts >> ? FROM events WHERE id BETWEEN ? AND ? GROUP BY 2, 3",
-        (TIME_BUCKET_SHIFT, lo, hi),
-    ).fetchall()
-    conn.executemany("UPDATE event_counts SET n = n - ? WHERE session = ? AND kind = ? AND func = ?", kinds)
-    conn.executemany(
-        "DELETE FROM event_counts WHERE session = ? AND kind = ? AND func = ? AND n <= 0", [k[1:] for k in kinds]
-    )
-    conn.executemany("UPDATE event_time_counts SET n = n - ? WHERE session = ? AND bucket = ?", buckets)
-    conn.executemany(
-        "DELETE FROM event_time_counts WHERE session = ? AND bucket = ? AND n <= 0", [b[1:] for b in buckets]
-    )
-    for session in {k[1] for k in kinds}:
+# ---- blocks of trace events, summarised column-wise by their producer ----------------------------
+
+
+@dataclass(frozen=True)
+class BlockCells:
+    """Where the events of a block fall in event_counts and event_time_counts: `cells` rows are distinct
+    (kind, func, bucket) (some may hold no event), and `cell_of[id - first_id]` is the cell of each id of the
+    block (len(cells) for an id that holds no event). The writer keeps this (1-2 bytes per event) while the
+    events exist, so trimming them needs no read-back (reading deleted events back cost more than deleting
+    them)."""
+
+    session: int
+    first_id: int
+    cells: np.ndarray  # (k, 3) int64
+    cell_of: np.ndarray  # unsigned, the smallest type that holds k
+
+    @property
+    def last_id(self) -> int:
+        return self.first_id + len(self.cell_of) - 1
+
+    def counted(self, lo: int, hi: int) -> list[tuple[int, int, int, int]]:
+        """(kind, func, bucket, events) of the block's ids lo..hi."""
+        part = self.cell_of[max(lo - self.first_id, 0):max(hi - self.first_id + 1, 0)]
+        per_cell = np.bincount(part, minlength=len(self.cells) + 1)[:-1]
+        present = np.flatnonzero(per_cell)
+        return [(*cell, n) for cell, n in zip(self.cells[present].tolist(), per_cell[present].tolist(), strict=True)]
+
+
+@dataclass(frozen=True)
+class BlockSummary:
+    """What a block of trace events adds to the three tables, as rows ready to store, and its cells. The
+    ingest computes it with numpy from the record columns, so the writer thread only runs three small
+    inserts per block."""
+
+    kinds: list[tuple[int, int, int, int]]  # (session, kind, func, n)
+    buckets: list[tuple[int, int, int]]  # (session, bucket, n)
+    postings: list[tuple[Any, ...]]  # event_postings rows
+    cells: BlockCells
+
+
+_KEY_LIMIT = 1 << 58
+
+
+def summarise(session: int, ids: np.ndarray, ts: np.ndarray, kinds: np.ndarray, funcs: np.ndarray,
+              exits: np.ndarray, durations: np.ndarray, retvals: np.ndarray) -> BlockSummary:
+    """The summary of integer events (at least one): `ids` ascending, `funcs` functions.key or NO_FUNCTION,
+    `exits` a mask of the function exits, whose integer durations and return values are `durations` and
+    `retvals` (in order). Only the exits have a duration."""
+    kinds = kinds.astype(np.int64)
+    funcs = funcs.astype(np.int64)
+    if int(kinds.min()) >= 0 and int(kinds.max()) < 8 and int(funcs.min()) >= -1 and int(funcs.max()) < _KEY_LIMIT:
+        packed, kind_of = np.unique(((funcs + 1) << 3) | kinds, return_inverse=True)  # (function, kind) in one
+        pairs = np.stack([packed & 7, (packed >> 3) - 1], axis=1)
+    else:
+        pairs, kind_of = np.unique(np.stack([kinds, funcs], axis=1), axis=0, return_inverse=True)
+    kind_of = kind_of.ravel()
+    bucket_of = ts >> TIME_BUCKET_SHIFT
+    first_bucket = int(bucket_of.min())
+    span = int(bucket_of.max()) - first_bucket + 1
+    if span * len(pairs) <= max(len(ids), 64):  # every (pair, bucket) a cell: no sorting
+        buckets = np.arange(first_bucket, first_bucket + span, dtype=np.int64)
+        bucket_of = bucket_of - first_bucket
+        cell_of = kind_of * span + bucket_of
+        codes = np.arange(span * len(pairs))
+    else:
+        buckets, bucket_of = np.unique(bucket_of, return_inverse=True)
+        bucket_of = bucket_of.ravel()
+        codes, cell_of = np.unique(kind_of * len(buckets) + bucket_of, return_inverse=True)
+    cells = np.concatenate([pairs[codes // len(buckets)], buckets[codes % len(buckets), None]], axis=1)
+    per_id = np.full(int(ids[-1] - ids[0]) + 1, len(cells), np.min_scalar_type(len(cells)))
+    per_id[ids - ids[0]] = cell_of.ravel()
+    by_kind = [(session, kind, func, n) for (kind, func), n
+               in zip(pairs.tolist(), np.bincount(kind_of, minlength=len(pairs)).tolist(), strict=True)]
+    per_bucket = np.bincount(bucket_of, minlength=len(buckets))
+    present = np.flatnonzero(per_bucket)
+    by_bucket = list(zip(repeat(session), buckets[present].tolist(), per_bucket[present].tolist(), strict=False))
+    postings: list[tuple[Any, ...]] = []
+    if exits.any():
+        exit_ids, exit_ts = ids[exits], ts[exits]
+        _posting_rows(postings, session, DIM_DURATION, exit_ids, exit_ts,
+                      np.searchsorted(_POW16, durations, "right"), durations)
+        _posting_rows(postings, session, DIM_RETURN, exit_ids, exit_ts, retvals & 15, retvals)
+    return BlockSummary(by_kind, by_bucket, postings, BlockCells(session, int(ids[0]), cells, per_id))
+
+
+def record_summary(conn: sqlite3.Connection, summary: BlockSummary) -> None:
+    """Add a block's summary (from `summarise`) to the tables, after its events were inserted."""
+    conn.executemany(_ADD_KIND, summary.kinds)
+    conn.executemany(_ADD_BUCKET, summary.buckets)
+    conn.executemany(_ADD_POSTING, summary.postings)
+
+
+def forget_range(conn: sqlite3.Connection, lo: int, hi: int, known: Sequence[BlockCells] = ()) -> None:
+    """Unsummarise the events with ids lo..hi, which are about to be deleted. The parts of the range that
+    blocks in `known` cover are counted from their cells; the rest is read back from the events."""
+    kinds: Counter[tuple[int, int, int]] = Counter()
+    buckets: Counter[tuple[int, int]] = Counter()
+    covered: list[tuple[int, int]] = []
+    for block in sorted(known, key=lambda b: b.first_id):
+        a, b = max(lo, block.first_id), min(hi, block.last_id)
+        if a <= b:
+            covered.append((a, b))
+            for kind, func, bucket, n in block.counted(a, b):
+                kinds[block.session, kind, func] += n
+                buckets[block.session, bucket] += n
+    start = lo
+    for a, b in [*covered, (hi + 1, hi)]:
+        if start < a:
+            for n, session, kind, func, bucket in conn.execute(
+                "SELECT count(*), session, kind, coalesce(func, ?), ts >> ? FROM events WHERE id BETWEEN ? AND ? "
+                "GROUP BY 2, 3, 4, 5", (NO_FUNCTION, TIME_BUCKET_SHIFT, start, a - 1),
+            ).fetchall():
+                kinds[session, kind, func] += n
+                buckets[session, bucket] += n
+        start = b + 1
+    conn.executemany("UPDATE event_counts SET n = n - ? WHERE session = ? AND kind = ? AND func = ?",
+                     [(n, *key) for key, n in kinds.items()])
+    conn.executemany("DELETE FROM event_counts WHERE session = ? AND kind = ? AND func = ? AND n <= 0", list(kinds))
+    conn.executemany("UPDATE event_time_counts SET n = n - ? WHERE session = ? AND bucket = ?",
+                     [(n, *key) for key, n in buckets.items()])
+    conn.executemany("DELETE FROM event_time_counts WHERE session = ? AND bucket = ? AND n <= 0", list(buckets))
+    for session in {key[0] for key in kinds}:
         postings = conn.execute(
             "SELECT rowid, ids, ts, vals FROM event_postings WHERE session = ? AND first_id <= ? AND last_id >= ?",
             (session, hi, lo),

@@ -34,13 +34,42 @@ EventRow = tuple[Any, ...]
 """One event in EVENT_COLUMNS order, without its id."""
 IdentifiedRow = tuple[Any, ...]
 """One event as (id, *EVENT_COLUMNS)."""
-RowGroup = tuple[tuple[str, ...], Sequence[tuple[Any, ...]]]
-"""Rows that all fill the same columns (named first)."""
+
+
+@dataclass(frozen=True)
+class ColumnGroup:
+    """Event rows that fill the same columns: `values` holds len(columns) values per row, row after row (a flat
+    list, so a producer builds it with one numpy `tolist()` and no Python object per row). `constants` are
+    columns with the same integer value in every row; they are written into the SQL instead of bound."""
+
+    columns: tuple[str, ...]
+    constants: tuple[tuple[str, int], ...]
+    values: list[Any]
+
+    @property
+    def rows(self) -> int:
+        return len(self.values) // len(self.columns)
+
+
+@dataclass(frozen=True)
+class EventBlock:
+    """`count` events of one session holding ids first_id.. (from reserve_ids), as column groups, with the
+    summary of them that the count tables need (store/counts.py)."""
+
+    session: int
+    first_id: int
+    count: int
+    groups: Sequence[ColumnGroup]
+    summary: counts.BlockSummary | None  # None: no event of the block is stored
+
 
 DEFAULT_MAX_EVENTS = 200_000
 _MAX_ITEMS_PER_TRANSACTION = 50_000
 _IDLE_WAIT_S = 0.5
 _PARTIAL_WAIT_S = 0.05
+CHECKPOINT_INTERVAL_S = 0.2
+WRITER_AUTOCHECKPOINT_PAGES = 8192
+"""The writer checkpoints by itself only if the WAL passes this many pages (32 MiB) (see _Checkpointer)."""
 
 _INSERT = (
     f"INSERT INTO events (id, {', '.join(EVENT_COLUMNS)}) "
@@ -55,6 +84,7 @@ class _SessionFifo:
     limit: int = DEFAULT_MAX_EVENTS
     count: int = 0
     ranges: deque[list[int]] = field(default_factory=deque)
+    blocks: list[counts.BlockCells] = field(default_factory=list)  # of the trace blocks still stored, by first id
 
     def add(self, first_id: int, n: int) -> None:
         """Record ids first_id..first_id+n-1. Ids are reserved before they are written, so a block can
@@ -70,6 +100,27 @@ class _SessionFifo:
             return
         position = bisect.bisect_left([r[0] for r in self.ranges], first_id)
         self.ranges.insert(position, new)
+
+    def add_block(self, cells: counts.BlockCells) -> None:
+        if self.blocks and self.blocks[-1].first_id > cells.first_id:
+            bisect.insort(self.blocks, cells, key=lambda b: b.first_id)
+        else:
+            self.blocks.append(cells)
+
+    def blocks_within(self, lo: int, hi: int) -> list[counts.BlockCells]:
+        """The blocks with ids in lo..hi; those that end by `hi` are forgotten (trimming goes oldest first, so
+        nothing of theirs remains)."""
+        found = []
+        for block in self.blocks:
+            if block.first_id > hi:
+                break
+            if block.last_id >= lo:
+                found.append(block)
+        gone = 0
+        while gone < len(self.blocks) and self.blocks[gone].last_id <= hi:
+            gone += 1
+        del self.blocks[:gone]
+        return found
 
     def take_excess(self) -> list[tuple[int, int]]:
         """Id ranges to delete so that `count` is back at `limit`."""
@@ -89,6 +140,49 @@ class _SessionFifo:
                 self.count -= excess
                 excess = 0
         return doomed
+
+
+class _Checkpointer:
+    """Copies the write-ahead log back into the database on a thread and connection of its own, so the writer's
+    commits never wait for it (done inside COMMIT it took ~6% of the writer's time under a flood). The writer
+    pokes it after each commit; it checkpoints at most every CHECKPOINT_INTERVAL_S. SQLite's own automatic
+    checkpoint stays on in the writer, at a higher threshold, in case this thread falls behind."""
+
+    def __init__(self, db_path: Path) -> None:
+        self._db_path = db_path
+        self._poked = threading.Event()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="strobe-checkpoint", daemon=True)
+        self._thread.start()
+
+    def poke(self) -> None:
+        self._poked.set()
+
+    def close(self, timeout: float) -> None:
+        self._stopping.set()
+        self._poked.set()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            conn = sqlite3.connect(self._db_path, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA synchronous = NORMAL")
+        except sqlite3.Error:
+            log.exception("store checkpointer: cannot open the store; the writer checkpoints instead")
+            return
+        try:
+            while not self._stopping.is_set():
+                self._poked.wait()
+                self._poked.clear()
+                if self._stopping.is_set():
+                    break
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                except sqlite3.Error:
+                    log.exception("store checkpointer: checkpoint failed")
+                self._stopping.wait(CHECKPOINT_INTERVAL_S)  # pacing: each checkpoint ends with an fsync
+        finally:
+            conn.close()
 
 
 class Writer:
@@ -133,13 +227,13 @@ class Writer:
                 ("rows", session, first, [(first + i, *row) for i, row in enumerate(session_rows)])
             )
 
-    def submit_parts(self, session: int, first_id: int, count: int, parts: Sequence[RowGroup]) -> None:
-        """Store `count` events of one session holding ids first_id.. (from reserve_ids), given as groups of
-        rows that each name their own columns (so absent values cost nothing to bind)."""
-        if count:
+    def submit_block(self, block: EventBlock) -> None:
+        """Store a block of trace events (the ingest's fast path: many rows per INSERT statement, absent values
+        never bound, summaries precomputed)."""
+        if block.count:
             with self._room:
-                self._pending_rows += count
-            self._queue.put(("parts", session, first_id, count, parts))
+                self._pending_rows += block.count
+            self._queue.put(("block", block))
 
     def wait_for_room(self, max_pending_rows: int, timeout: float = 30.0) -> bool:
         """Block a producer while more than `max_pending_rows` of its rows wait to be written, so a flood of
@@ -188,6 +282,8 @@ class Writer:
             return
         self._started.set()
         conn = self._conn
+        conn.execute(f"PRAGMA wal_autocheckpoint = {WRITER_AUTOCHECKPOINT_PAGES}")
+        checkpointer = _Checkpointer(self._db_path)
         stopping = False
         while not stopping:
             wait = _PARTIAL_WAIT_S if any(a.has_partial for a in self._assemblers.values()) else _IDLE_WAIT_S
@@ -201,24 +297,27 @@ class Writer:
             stopping = any(item[0] == "stop" for item in items)
             try:
                 self._write(conn, items, flush_all=stopping)
+                if items:
+                    checkpointer.poke()
             except Exception as exc:
                 log.exception("store writer: a transaction failed; its events are lost")
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 self._resync(conn)
-                lost_rows = sum(item[3] for item in items if item[0] == "parts")
+                lost_rows = sum(item[1].count for item in items if item[0] == "block")
                 with self._room:
                     self._pending_rows -= lost_rows
                     self._room.notify_all()
                 for item in items:
                     if item[0] == "call" and not item[2].done():
                         item[2].set_exception(exc)
-        conn.close()
+        checkpointer.close(timeout=10.0)
+        conn.close()  # the last connection out checkpoints the rest
 
     def _write(self, conn: sqlite3.Connection, items: list[tuple[Any, ...]], *, flush_all: bool) -> None:
         pending: list[EventRow] = []
         settled: list[tuple[Future[Any], Any, BaseException | None]] = []
-        written_parts = 0
+        written_blocks = 0
         conn.execute("BEGIN")
         for item in items:
             tag = item[0]
@@ -228,14 +327,17 @@ class Writer:
                 counts.record(conn, session, counts.IDENTIFIED_COLUMNS, rows)
                 self._fifo(session).add(first, len(rows))
                 self.rows_written += len(rows)
-            elif tag == "parts":
-                _, session, first, count, parts = item
-                for columns, rows in parts:
-                    conn.executemany(_insert_for(columns), rows)
-                    counts.record(conn, session, columns, rows)
-                self._fifo(session).add(first, count)
-                self.rows_written += count
-                written_parts += count
+            elif tag == "block":
+                block: EventBlock = item[1]
+                for group in block.groups:
+                    _insert_group(conn, group)
+                fifo = self._fifo(block.session)
+                if block.summary is not None:
+                    counts.record_summary(conn, block.summary)
+                    fifo.add_block(block.summary.cells)
+                fifo.add(block.first_id, block.count)
+                self.rows_written += block.count
+                written_blocks += block.count
             elif tag == "out":
                 _, session, pid, kind, data, ts_ns, mono = item
                 key = (session, pid, kind)
@@ -273,9 +375,9 @@ class Writer:
         self._insert(conn, pending)
         self._trim(conn)
         conn.execute("COMMIT")
-        if written_parts:
+        if written_blocks:
             with self._room:
-                self._pending_rows -= written_parts
+                self._pending_rows -= written_blocks
                 self._room.notify_all()
         for future, result, error in settled:
             if error is not None:
@@ -291,6 +393,7 @@ class Writer:
         for session, fifo in self._fifos.items():
             ids = sorted(r[0] for r in conn.execute("SELECT id FROM events WHERE session = ?", (session,)))
             fifo.ranges.clear()
+            fifo.blocks.clear()  # the events are read back when trimmed
             fifo.count = 0
             for event_id in ids:
                 fifo.add(event_id, 1)
@@ -322,18 +425,38 @@ class Writer:
                 continue
             dropped = 0
             for lo, hi in fifo.take_excess():
-                counts.forget_range(conn, lo, hi)
+                counts.forget_range(conn, lo, hi, fifo.blocks_within(lo, hi))
                 conn.execute("DELETE FROM events WHERE id BETWEEN ? AND ?", (lo, hi))
                 dropped += hi - lo + 1
             conn.execute("UPDATE sessions SET trimmed = trimmed + ? WHERE key = ?", (dropped, session))
 
 
-@functools.lru_cache(maxsize=16)
-def _insert_for(columns: tuple[str, ...]) -> str:
-    unknown = set(columns) - {"id", *EVENT_COLUMNS}
-    if unknown:
-        raise ValueError(f"not event columns: {sorted(unknown)}")
-    return f"INSERT INTO events ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+_ROWS_PER_STATEMENT = 64
+"""Rows per multi-row INSERT: SQLite's per-statement work (and a release of the GIL) is paid once per this many
+rows instead of once per row. The tail of a group goes in statements of 32, 16, ... 1 rows."""
+
+
+def _insert_group(conn: sqlite3.Connection, group: ColumnGroup) -> None:
+    values, width = group.values, len(group.columns)
+    done, rows = 0, group.rows
+    size = _ROWS_PER_STATEMENT
+    while done < rows:
+        while size > rows - done:
+            size //= 2
+        sql = _multi_insert(group.columns, group.constants, size)
+        while rows - done >= size:
+            conn.execute(sql, values[done * width:(done + size) * width])
+            done += size
+
+
+@functools.lru_cache(maxsize=256)
+def _multi_insert(columns: tuple[str, ...], constants: tuple[tuple[str, int], ...], rows: int) -> str:
+    names = [*columns, *(name for name, _ in constants)]
+    unknown = set(names) - {"id", *EVENT_COLUMNS}
+    if unknown or len(set(names)) != len(names):
+        raise ValueError(f"not distinct event columns: {names}")
+    row = "(" + ", ".join(["?"] * len(columns) + [str(int(value)) for _, value in constants]) + ")"
+    return f"INSERT INTO events ({', '.join(names)}) VALUES {', '.join([row] * rows)}"
 
 
 def _output_rows(session: int, pid: int, kind: int, pieces: list[tuple[int, str]]) -> list[EventRow]:
