@@ -13,7 +13,16 @@ import pytest
 from tests.store.summaries import rebuilt, summaries
 
 from strobe.daemon.ingest import TraceIngest
-from strobe.instrument.records import FLAG_SAMPLED, KIND_ENTER, KIND_EXIT, NO_PARENT, RECORD_DTYPE
+from strobe.instrument.records import (
+    FLAG_JS_WATCH,
+    FLAG_NATIVE_WATCH,
+    FLAG_SAMPLED,
+    KIND_ENTER,
+    KIND_EXIT,
+    KIND_WATCH,
+    NO_PARENT,
+    RECORD_DTYPE,
+)
 from strobe.store import sessions as store_sessions
 from strobe.store.query import EventFilter, install_functions, query_events
 from strobe.store.schema import connect
@@ -159,3 +168,30 @@ def test_parents_across_batches_that_follow_each_other(writer: Writer, tmp_path:
         None, events[0]["id"], events[0]["id"], events[2]["id"], events[0]["id"], events[4]["id"]
     ]
     assert len(ingest._seqs.starts) == 1
+
+
+class FakeWatches:
+    def native(self, mask: int, words: list[int]) -> dict[str, object]:
+        return {f"n{slot}": words[slot] for slot in range(4) if mask & (1 << slot)}
+
+    def js(self, values: dict[str, dict[str, object]]) -> dict[str, object]:
+        return {f"j{k}": v.get("v") for k, v in values.items()}
+
+
+def test_watch_values_join_the_call_they_were_read_for(writer: Writer, tmp_path: Path) -> None:
+    ingest, session = make_ingest(writer)
+    ingest.watches = FakeWatches()
+    both = FLAG_NATIVE_WATCH | FLAG_JS_WATCH
+    ingest.on_batch(records(
+        (10, 5, 0, KIND_ENTER, FLAG_NATIVE_WATCH, N, [1, 2]),
+        (10, 5, 0, KIND_WATCH, 0b101, N, [7, 0, -9]),
+        (20, 5, 1, KIND_ENTER, FLAG_JS_WATCH, 100, [3]),
+        (30, 5, 1, KIND_EXIT, both, 100, [0, 10]),
+        (30, 5, 1, KIND_WATCH, 0b1, N, [8]),
+        (40, 5, 0, KIND_EXIT, 0, N, [0, 30]),
+    ), 6, 0, 0, first_seq=100, watch_values=[(102, {"4": {"v": "a"}}), (103, {"4": {"v": "b"}}), (999, {})])
+    events = read(writer, tmp_path, session)
+    assert [e["eventType"] for e in events] == ["function_enter", "function_enter", "function_exit", "function_exit"]
+    assert [e.get("watchValues") for e in events] == [{"n0": 7, "n2": -9}, {"j4": "a"}, {"j4": "b", "n0": 8}, None]
+    assert events[1]["arguments"] == [3] and events[2]["durationNs"] == 10
+    assert events[1]["parentEventId"] == events[0]["id"]

@@ -6,17 +6,27 @@ Runs on the ingest thread, one batch at a time per session, in arrival order."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from strobe.instrument.records import FLAG_SAMPLED, KIND_ENTER, KIND_EXIT, NO_PARENT, decode
+from strobe.instrument.records import (
+    FLAG_JS_WATCH,
+    FLAG_NATIVE_WATCH,
+    FLAG_SAMPLED,
+    KIND_ENTER,
+    KIND_EXIT,
+    KIND_WATCH,
+    NO_PARENT,
+    decode,
+)
 from strobe.store import counts
 from strobe.store.writer import ColumnGroup, EventBlock, Writer
 
@@ -111,6 +121,14 @@ class _SeqMap:
         return np.where(valid, np.asarray(self.ids, dtype=np.int64)[k] + offset, -1)
 
 
+class WatchValues(Protocol):
+    """Decodes what the agent captured for watches (daemon.watches.WatchDecoder)."""
+
+    def native(self, mask: int, words: Any) -> dict[str, Any]: ...
+
+    def js(self, values: Any) -> dict[str, Any]: ...
+
+
 @dataclass
 class TraceIngest:
     writer: Writer
@@ -126,6 +144,7 @@ class TraceIngest:
     _seqs: _SeqMap = field(default_factory=_SeqMap)
     _keys: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     _params: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    watches: WatchValues | None = None  # set through the ingest queue, so batches decode with their own
 
     def hook(self, slot: int, db_key: int, params: int) -> None:
         """Say what a function slot means before the agent can report calls of it."""
@@ -139,7 +158,7 @@ class TraceIngest:
 
     def on_batch(
         self, data: bytes, count: int, dropped: int, sampled_out: int, threads: list[tuple[int, str]] | None = None,
-        first_seq: int = 0,
+        first_seq: int = 0, watch_values: list[tuple[int, dict[str, Any]]] | None = None,
     ) -> None:
         records = decode(data, count)
         if threads:
@@ -148,7 +167,8 @@ class TraceIngest:
         first_id = self.writer.reserve_ids(count)
         start = self._seqs.add(first_seq, count, first_id)
         parents = self._seqs.resolve(records["parent"], start + count - 1)
-        self.writer.submit_block(self._block(records, first_id, parents))
+        extras = self._watch_extras(records, first_seq, watch_values) if self.watches is not None else {}
+        self.writer.submit_block(self._block(records, first_id, parents, extras))
         self.events += count
         if dropped != self.dropped or sampled_out != self.sampled_out:
             self.dropped, self.sampled_out = max(self.dropped, dropped), max(self.sampled_out, sampled_out)
@@ -162,7 +182,29 @@ class TraceIngest:
     def store_counters(self) -> None:
         self.writer.call(self._store_counters(self.dropped + self.refused, self.sampled_out))
 
-    def _block(self, records: np.ndarray, first_id: int, parents: np.ndarray) -> EventBlock:
+    def _watch_extras(
+        self, records: np.ndarray, first_seq: int, js_values: list[tuple[int, dict[str, Any]]] | None
+    ) -> dict[int, str]:
+        """`extra` JSON ({"watchValues": {...}}) by position in the batch, for the calls that carry watch values:
+        native ones in the KIND_WATCH record right after the call's (the agent never splits the pair across
+        batches), JavaScript ones in the batch header by sequence number."""
+        assert self.watches is not None
+        values: dict[int, dict[str, Any]] = {}
+        flags = records["flags"]
+        for i in np.flatnonzero((flags & FLAG_NATIVE_WATCH) != 0).tolist():
+            if i + 1 < len(records) and records["kind"][i + 1] == KIND_WATCH:
+                values.setdefault(i, {}).update(
+                    self.watches.native(int(records["flags"][i + 1]), records["a"][i + 1].tolist())
+                )
+        for seq, captured in js_values or ():
+            i = (seq - first_seq) & 0xFFFF_FFFF
+            if i < len(records) and flags[i] & FLAG_JS_WATCH:
+                values.setdefault(i, {}).update(self.watches.js(captured))
+        return {i: json.dumps({"watchValues": v}, separators=(",", ":"), default=str) for i, v in values.items() if v}
+
+    def _block(
+        self, records: np.ndarray, first_id: int, parents: np.ndarray, extras: dict[int, str] | None = None
+    ) -> EventBlock:
         """The batch's rows, built column-wise: records that fill the same columns (kind; function known or
         not; parent or none; sampled or not; number of argument registers) form one group, whose values
         come out of numpy as one flat list. Nothing Python-level happens per record."""
@@ -178,10 +220,14 @@ class TraceIngest:
         enters, exits = kinds == KIND_ENTER, kinds == KIND_EXIT
         nargs = np.where(known, self._params[slots], 6) * enters
         sampled = (records["flags"] & FLAG_SAMPLED) != 0
-        signature = (kinds << 6) | ((keys >= 0) << 5) | ((parents >= 0) << 4) | (sampled << 3) | nargs
-        signature[~(enters | exits)] = -1  # not a kind this version stores
+        extra = np.zeros(n, dtype=np.int64)
+        if extras:
+            extra[list(extras)] = 1
+        signature = ((kinds << 7) | (extra << 6) | ((keys >= 0) << 5) | ((parents >= 0) << 4) | (sampled << 3)
+                     | nargs)
+        signature[~(enters | exits)] = -1  # not a kind this version stores (KIND_WATCH: merged into its call)
         groups: list[ColumnGroup] = []
-        for sig in np.flatnonzero(np.bincount(signature[signature >= 0], minlength=256)).tolist():
+        for sig in np.flatnonzero(np.bincount(signature[signature >= 0], minlength=512)).tolist():
             rows = np.flatnonzero(signature == sig)
             columns = ["id", "ts", "tid"]
             arrays = [ids[rows], ts[rows], records["tid"][rows]]
@@ -191,21 +237,26 @@ class TraceIngest:
             if sig & 16:
                 columns.append("parent")
                 arrays.append(parents[rows])
-            if sig >> 6 == KIND_EXIT:
+            if sig >> 7 == KIND_EXIT:
                 columns += ["duration", "retval"]
                 arrays += [regs[rows, 1], regs[rows, 0]]
             width = sig & 7
             if width:
                 columns.append("args")
                 arrays.append(np.zeros(len(rows), np.int64))  # a place for each row's blob
+            if sig & 64:
+                columns.append("extra")
+                arrays.append(np.zeros(len(rows), np.int64))  # a place for each row's JSON
             matrix = np.empty((len(rows), len(columns)), np.int64)
             for j, column in enumerate(arrays):
                 matrix[:, j] = column
             values: list[Any] = matrix.ravel().tolist()
             if width:  # each enter's argument registers as a blob, trimmed to its function's parameter count
                 blobs = np.ascontiguousarray(regs[rows, :width]).view(np.dtype((np.void, 8 * width))).ravel()
-                values[len(columns) - 1::len(columns)] = blobs.tolist()
-            constants = [("session", self.session), ("kind", sig >> 6), ("pid", self.pid)]
+                values[columns.index("args")::len(columns)] = blobs.tolist()
+            if sig & 64 and extras is not None:
+                values[len(columns) - 1::len(columns)] = [extras[i] for i in rows.tolist()]
+            constants = [("session", self.session), ("kind", sig >> 7), ("pid", self.pid)]
             if sig & 8:
                 constants.append(("sampled", 1))
             groups.append(ColumnGroup(tuple(columns), tuple(constants), values))
