@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 import os
 import shutil
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -24,13 +26,24 @@ from strobe.daemon.memory import (
     PreparedRead,
     SessionPolls,
     pair_results,
+    prepare_raw,
     prepare_variable,
     result_of,
     snapshot_row,
 )
 from strobe.daemon.session_ids import session_base_id
-from strobe.daemon.symbols import SessionSymbols, load_session_symbols, preload_main_index
+from strobe.daemon.signatures import register_plan
+from strobe.daemon.symbols import SessionSymbols, TraceableFunction, load_session_symbols, preload_main_index
 from strobe.daemon.tracing import HookPlan, SessionTrace, parse_patterns, plan_hooks
+from strobe.daemon.watches import (
+    Watch,
+    WatchDecoder,
+    WatchSpec,
+    agent_watches,
+    assign,
+    plan_watches,
+    scope_warnings,
+)
 from strobe.errors import FridaAttachFailed, ProcessExited, SessionExists, SessionNotFound, ValidationError
 from strobe.instrument.agent_build import AgentCache
 from strobe.instrument.command import ResolvedCommand
@@ -53,6 +66,8 @@ STREAM_DRAIN_TIMEOUT_S = 5.0
 STOP_TIMEOUT_S = 5.0
 FLUSH_TIMEOUT_S = 2.0
 RETENTION_MS = 7 * 24 * 3600 * 1000
+_RAW_SIZES = {"i8": 1, "u8": 1, "i16": 2, "u16": 2, "i32": 4, "u32": 4, "i64": 8, "u64": 8, "f32": 4, "f64": 8,
+              "pointer": 8}
 
 
 def _now_ms() -> int:
@@ -81,6 +96,8 @@ class LiveSession:
     streams_closed: threading.Event = field(default_factory=threading.Event)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     polls: SessionPolls = field(default_factory=SessionPolls)
+    watches: list[Watch] = field(default_factory=list)
+    serialization_depth: int = 3
     _closed_fds: set[int] = field(default_factory=set)
 
     @property
@@ -107,7 +124,7 @@ class LiveSession:
             return
         queued = self.ingest_worker.submit(
             lambda: trace.ingest.on_batch(data, batch.count, batch.dropped, batch.sampledOut, batch.threads,
-                                          batch.firstSeq),
+                                          batch.firstSeq, batch.watchValues),
             batch.count,
         )
         if not queued:
@@ -293,9 +310,10 @@ class SessionManager:
         return warnings
 
     async def trace(
-        self, session_id: str, add: list[str], remove: list[str], settings: Settings
+        self, session_id: str, add: list[str], remove: list[str], settings: Settings,
+        watch_add: Sequence[WatchSpec] = (), watch_remove: Sequence[str] = (),
     ) -> tuple[LiveSession, HookPlan | None, list[str]]:
-        """Runtime mode: change the hooks of a live process. Returns (session, plan, warnings)."""
+        """Runtime mode: change the hooks and watches of a live process. Returns (session, plan, warnings)."""
         live = self._live.get(session_id)
         if live is None:
             record = await self.get_record(session_id)
@@ -306,14 +324,69 @@ class SessionManager:
             )
         assert live.trace is not None and live.symbols is not None
         async with live.trace_lock:
-            if not add and not remove:
-                return live, None, []
-            symbols = await live.symbols
-            if add:
-                symbols.require_debug_info()
-            plan = plan_hooks(live.trace.patterns, add, remove, symbols.indexes, live.record.project_root)
-            warnings = plan.warnings + await self._apply_plan(live, plan, settings)
+            plan: HookPlan | None = None
+            warnings: list[str] = []
+            watches = live.watches
+            if watch_add or watch_remove:
+                resolved = await self._resolve_watches(session_id, watch_add)
+                watches, warnings = plan_watches(live.watches, watch_add, watch_remove, resolved,
+                                                 live.record.project_root)
+            if add or remove:
+                symbols = await live.symbols
+                if add:
+                    symbols.require_debug_info()
+                plan = plan_hooks(live.trace.patterns, add, remove, symbols.indexes, live.record.project_root)
+                warnings += plan.warnings + await self._apply_plan(live, plan, settings)
+            if watch_add or watch_remove or (plan is not None and live.watches):  # scopes follow the hooks
+                warnings += await self._apply_watches(live, watches)
             return live, plan, warnings
+
+    def set_serialization_depth(self, session_id: str, depth: int) -> None:
+        """How deep watch values (and arguments, where followed) expand structs, for what is set from now on."""
+        live = self._live.get(session_id)
+        if live is not None:
+            live.serialization_depth = depth
+
+    async def _resolve_watches(self, session_id: str, specs: Sequence[WatchSpec]) -> dict[str, PreparedRead]:
+        resolved: dict[str, PreparedRead] = {}
+        variables = [s.variable for s in specs if s.variable is not None]
+        if variables:
+            live = self._live[session_id]
+            found = await self.resolve_variables(session_id, variables, live.serialization_depth)
+            resolved.update({s.default_label: found[s.variable] for s in specs if s.variable is not None})
+        for spec in specs:
+            if spec.address is not None and spec.type is not None:
+                resolved[spec.default_label] = prepare_raw(spec.address, int(_RAW_SIZES[spec.type]), spec.type)
+        return resolved
+
+    async def _apply_watches(self, live: LiveSession, watches: list[Watch]) -> list[str]:
+        """Send the watches (with their scopes resolved to the hooked functions) to the agent, and switch the
+        ingest's decoder in step with the batches recorded under them."""
+        trace, handle = live.trace, live.handle
+        assert trace is not None and handle is not None
+        hooked = [(slot, f.name, f.file) for slot, f in trace.hooked.items()]
+        assignment = assign(watches)
+        message = agent_watches(assignment, hooked)
+        try:
+            reply = await self.worker.run(lambda: handle.set_watches(message))
+        except ProcessGone as exc:
+            raise ProcessExited(
+                f"The target process of '{live.record.id}' exited while its watches were being set ({exc}). "
+                "The session is still queryable."
+            ) from exc
+        decoder = WatchDecoder(assignment) if watches else None
+        ingest = trace.ingest
+
+        def switch() -> None:
+            ingest.watches = decoder
+
+        self.ingest.submit(switch)
+        by_id = assignment.by_id()
+        failed = {e.id: e.error for e in reply.errors}
+        live.watches = [w for wid, w in sorted(by_id.items()) if wid not in failed]
+        warnings = [f"Watch '{by_id[wid].label}' was not added: {error}" for wid, error in failed.items()
+                    if wid in by_id]
+        return warnings + scope_warnings(live.watches, hooked)
 
     async def _apply_plan(self, live: LiveSession, plan: HookPlan, settings: Settings) -> list[str]:
         trace, handle = live.trace, live.handle
@@ -346,7 +419,49 @@ class SessionManager:
             else:
                 trace.hooked[slot] = function
         trace.patterns = plan.patterns
+        if fresh:
+            self._background(self._store_register_plans(live, [(trace.slot_of[f.key], f) for f in fresh]))
         return warnings
+
+    def _background(self, work: Any) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _store_register_plans(self, live: LiveSession, functions: list[tuple[int, TraceableFunction]]) -> None:
+        """Work out, off the hot path and after the hooks are in, how each new function's arguments and return
+        value sit in the captured registers (DWARF types, System V ABI), so queries show them typed. Calls
+        recorded before a plan lands keep the registers the parameter count allowed."""
+        trace = live.trace
+        assert trace is not None
+
+        def plans() -> list[tuple[int, TraceableFunction, str | None]]:
+            out = []
+            for slot, function in functions:
+                try:
+                    plan = register_plan(function.module, function.info.address) if function.info.address else None
+                except Exception:  # a plan is an extra: the raw registers stay available
+                    log.exception("no register plan for %s", function.name)
+                    plan = None
+                out.append((slot, function, plan))
+            return out
+
+        found = await asyncio.to_thread(plans)
+        ingest = trace.ingest
+        keys = {slot: ingest.slots[slot].db_key for slot, _, _ in found if slot in ingest.slots}
+        rows = [(keys[slot], plan) for slot, _, plan in found if plan is not None and slot in keys]
+        if not rows:
+            return
+        await self._write(lambda c: store_functions.set_signatures(c, rows))
+        widths = {slot: int(json.loads(plan).get("registers", 6)) for slot, _, plan in found if plan is not None}
+
+        def widen() -> None:  # keep every register a plan reads (a struct may take two)
+            for slot, width in widths.items():
+                hooked = ingest.slots.get(slot)
+                if hooked is not None:
+                    ingest.hook(slot, hooked.db_key, max(hooked.params, width))
+
+        self.ingest.submit(widen)
 
     # ---- memory reads ----------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from strobe.instrument.protocol import (
     SamplingStateChange,
     TraceBatch,
     VariableSnapshot,
+    WatchesUpdated,
     agent_message_adapter,
     hooks_request,
     read_memory_request,
@@ -124,6 +125,15 @@ class ProcessHandle:
             data = self._reply_data.pop(reply.requestId, b"")
         return reply, data
 
+    def set_watches(self, watches: dict[str, object]) -> WatchesUpdated:
+        """Replace the agent's watches (see daemon.watches.agent_watches); it sends what it recorded under the
+        old ones first."""
+        reply: WatchesUpdated = self._request(
+            lambda rid: {"type": "watches", "requestId": rid, **watches}, REQUEST_TIMEOUT_S,
+            "its watches were being set",
+        )
+        return reply
+
     def cancel_poll(self, poll_id: int) -> None:
         with contextlib.suppress(*FRIDA_ERRORS):
             self.script.post({"type": "cancel_poll", "pollId": poll_id})
@@ -132,7 +142,9 @@ class ProcessHandle:
         """Have the agent send every event recorded so far; returns once they have been delivered."""
         self._request(lambda rid: {"type": "flush", "requestId": rid}, timeout, "flushing its events")
 
-    def deliver_reply(self, reply: HooksUpdated | Flushed | ReadResponse, data: bytes | None = None) -> None:
+    def deliver_reply(
+        self, reply: HooksUpdated | Flushed | ReadResponse | WatchesUpdated, data: bytes | None = None
+    ) -> None:
         with self._lock:
             waiter = self._replies.pop(reply.requestId, None)
             if waiter is not None and data:
@@ -271,7 +283,7 @@ class Launcher:
             return
         if isinstance(payload, TraceBatch):
             handle.observer.on_trace_batch(handle.pid, payload, data or b"")
-        elif isinstance(payload, HooksUpdated | Flushed | ReadResponse):
+        elif isinstance(payload, HooksUpdated | Flushed | ReadResponse | WatchesUpdated):
             handle.deliver_reply(payload, data)
         elif isinstance(payload, VariableSnapshot):
             handle.observer.on_snapshot(handle.pid, payload, data or b"")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
@@ -54,6 +54,7 @@ class TraceBatch(BaseModel):
     dropped: int
     sampledOut: int
     threads: list[tuple[int, str]]
+    watchValues: list[tuple[int, dict[str, dict[str, Any]]]] | None = None  # (sequence number, {watch id: value})
 
 
 class SamplingStateChange(BaseModel):
@@ -67,6 +68,18 @@ class SamplingStateChange(BaseModel):
 class Flushed(BaseModel):
     type: Literal["flushed"]
     requestId: int
+
+
+class WatchError(BaseModel):
+    id: int
+    error: str
+
+
+class WatchesUpdated(BaseModel):
+    type: Literal["watches_updated"]
+    requestId: int
+    activeCount: int
+    errors: list[WatchError]
 
 
 class ReadResult(BaseModel):
@@ -103,7 +116,7 @@ class PollComplete(BaseModel):
 
 AnyAgentMessage = (
     AgentLoaded | ProcessExit | AgentLog | HooksUpdated | TraceBatch | SamplingStateChange | Flushed
-    | ReadResponse | VariableSnapshot | PollComplete
+    | ReadResponse | VariableSnapshot | PollComplete | WatchesUpdated
 )
 AgentMessage = Annotated[AnyAgentMessage, Field(discriminator="type")]
 agent_message_adapter: TypeAdapter[AnyAgentMessage] = TypeAdapter(AgentMessage)

@@ -5,13 +5,31 @@ from __future__ import annotations
 from typing import Any
 
 from strobe.daemon.tracing import stability_status
+from strobe.daemon.watches import WatchSpec
+from strobe.errors import ValidationError
 from strobe.mcp.models import TraceRequest
 from strobe.mcp.registry import Tool, ToolContext
 from strobe.settings import load_settings
 
 
+def _specs(req: TraceRequest) -> tuple[list[WatchSpec], list[str]]:
+    if req.watches is None:
+        return [], []
+    specs = [WatchSpec(variable=w.variable, address=w.address, type=w.type, label=w.label, expr=w.expr,
+                       on=tuple(w.on) if w.on is not None else None) for w in req.watches.add]
+    return specs, list(req.watches.remove)
+
+
 async def trace(ctx: ToolContext, req: TraceRequest) -> dict[str, Any]:
     manager = ctx.manager
+    watch_add, watch_remove = _specs(req)
+    if req.sessionId is None and (watch_add or watch_remove):
+        raise ValidationError(
+            "Watches need a running process: launch first, then call debug_trace with its sessionId and watches. "
+            "(Patterns without a sessionId are staged for the next launch; watches are not.)"
+        )
+    if watch_add:  # WATCHES-GATE: removed once the agent's CModule reads watches
+        raise ValidationError("Watches are not available in this build yet; use debug_read to sample variables.")
     if req.sessionId is None:
         settings = load_settings(ctx.paths, req.projectRoot)
         warnings = await manager.stage_patterns(req.add, req.remove, req.projectRoot)
@@ -30,7 +48,9 @@ async def trace(ctx: ToolContext, req: TraceRequest) -> dict[str, Any]:
         }
     record = await manager.get_record(req.sessionId)
     settings = load_settings(ctx.paths, record.project_root)
-    live, plan, warnings = await manager.trace(req.sessionId, req.add, req.remove, settings)
+    if req.serializationDepth is not None:
+        manager.set_serialization_depth(req.sessionId, req.serializationDepth)
+    live, plan, warnings = await manager.trace(req.sessionId, req.add, req.remove, settings, watch_add, watch_remove)
     assert live.trace is not None
     hooked = len(live.trace.hooked)
     sampled = live.trace.sampled_function_names()
@@ -43,7 +63,7 @@ async def trace(ctx: ToolContext, req: TraceRequest) -> dict[str, Any]:
     if matched != hooked:
         result["matchedFunctions"] = matched
     result.update(
-        activeWatches=[],
+        activeWatches=[w.describe() for w in live.watches],
         warnings=[*settings.warnings, *warnings],
         eventLimit=settings.max_events_per_session,
         status=stability_status(hooked, matched, sampled),

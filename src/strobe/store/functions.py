@@ -17,3 +17,9 @@ def insert_functions(conn: sqlite3.Connection, rows: Sequence[FunctionRow]) -> l
         assert cursor.lastrowid is not None
         keys.append(cursor.lastrowid)
     return keys
+
+
+def set_signatures(conn: sqlite3.Connection, plans: Sequence[tuple[int, str | None]]) -> None:
+    """Store the register plans (daemon/signatures.py) of functions already inserted (writer thread): how
+    query results show their arguments and return values. None clears a plan."""
+    conn.executemany("UPDATE functions SET signature = ? WHERE key = ?", [(plan, key) for key, plan in plans])

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from strobe.store import counts
+from strobe.store.registers import RegisterPlan, parse_plan, words_of
 from strobe.store.schema import TIME_BUCKET_SHIFT, EventKind
 
 _TIME_RE = re.compile(r"^\s*(-)?\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s|m|h)?\s*$")
@@ -405,7 +406,7 @@ def _postings_matches(conn: sqlite3.Connection, session: int, plan: _Plan) -> tu
 
 _COLUMNS = """
 SELECT e.id, e.ts, e.kind, e.pid, e.tid, e.parent, e.duration, e.retval, e.sampled, e.text, e.args, e.extra,
-       f.name, f.raw, f.file, f.line, t.name
+       f.name, f.raw, f.file, f.line, t.name, f.signature
 """
 _JOINS = """
 LEFT JOIN functions f ON f.key = e.func
@@ -462,7 +463,8 @@ def _query(
         if total > offset and limit != 0:
             index = "events_by_kind" if plan.kind_index and exact_counts else "events_by_time"
             rows = conn.execute(_SELECT.format(index=index, where=plan.where), [*plan.params, limit, offset]).fetchall()
-    events = [_to_wire(row, session_id, verbose) for row in rows]
+    plans: dict[str, RegisterPlan | None] = {}
+    events = [_to_wire(row, session_id, verbose, plans) for row in rows]
     pids = [int(r[0]) for r in conn.execute("SELECT pid FROM processes WHERE session = ? ORDER BY pid", (session,))]
     return QueryPage(events, total, offset + len(events) < total, pids if len(pids) > 1 else [])
 
@@ -513,14 +515,26 @@ _KINDS = {int(k): (k.wire_name, k in (EventKind.FUNCTION_ENTER, EventKind.FUNCTI
                   k is EventKind.FUNCTION_EXIT) for k in EventKind}
 
 
-def _to_wire(row: tuple[Any, ...], session_id: str, verbose: bool) -> dict[str, Any]:
+def _plan(text: str | None, plans: dict[str, RegisterPlan | None]) -> RegisterPlan | None:
+    """The parsed register plan of a function (parsed once per query)."""
+    if text is None:
+        return None
+    if text not in plans:
+        plans[text] = parse_plan(text)
+    return plans[text]
+
+
+def _to_wire(
+    row: tuple[Any, ...], session_id: str, verbose: bool, plans: dict[str, RegisterPlan | None]
+) -> dict[str, Any]:
     (eid, ts, kind, pid, tid, parent, duration, retval, sampled, text, args, extra,
-     fname, fraw, ffile, fline, tname) = row
+     fname, fraw, ffile, fline, tname, fsignature) = row
     info = _KINDS.get(kind)
     if info is None:
         info = _KINDS[int(EventKind(kind))]  # raises on a kind this version does not know
     wire_name, is_function, is_exit = info
     event: dict[str, Any] = {"id": f"{session_id}-{eid}", "eventType": wire_name, "timestampNs": ts}
+    plan = _plan(fsignature, plans) if is_function else None
     if is_function:
         if fname is not None:
             event["function"] = fname
@@ -531,7 +545,7 @@ def _to_wire(row: tuple[Any, ...], session_id: str, verbose: bool) -> dict[str, 
         if duration is not None:
             event["durationNs"] = duration
         if is_exit:
-            event["returnType"] = _return_type(_decode_retval(retval))
+            event["returnType"] = plan.return_type if plan is not None else _return_type(_decode_retval(retval))
     if text is not None:
         event["text"] = text
     if kind == EventKind.VARIABLE_SNAPSHOT:
@@ -554,4 +568,22 @@ def _to_wire(row: tuple[Any, ...], session_id: str, verbose: bool) -> dict[str, 
         sampled=None if sampled is None else bool(sampled),
     )
     event.update(extra_fields)
-    return {k: v for k, v in event.items() if v is not None}
+    shown = {k: v for k, v in event.items() if v is not None}
+    if plan is not None:
+        _typed(shown, plan, kind, args, retval)
+    return shown
+
+
+def _typed(event: dict[str, Any], plan: RegisterPlan, kind: int, args: Any, retval: Any) -> None:
+    """Arguments and return value through the function's register plan: values in parameter order with
+    their names and DWARF types; the return value by its type (none for void; a null pointer shows as null)."""
+    if kind == EventKind.FUNCTION_ENTER and (args is None or isinstance(args, bytes)):
+        if plan.names:
+            event.update(arguments=plan.arguments(words_of(args)), argumentNames=plan.names,
+                         argumentTypes=plan.types)
+        else:
+            event.pop("arguments", None)
+    elif kind == EventKind.FUNCTION_EXIT and (retval is None or isinstance(retval, int)):
+        event.pop("returnValue", None)
+        if plan.returns_value and retval is not None:
+            event["returnValue"] = plan.return_value(retval)

@@ -71,7 +71,8 @@ CREATE TABLE IF NOT EXISTS functions (
     raw TEXT,
     file TEXT,
     line INTEGER,
-    params INTEGER                        -- formal parameters, to trim raw argument registers
+    params INTEGER,                       -- formal parameters, to trim raw argument registers
+    signature TEXT                        -- JSON register plan (daemon/signatures.py), set after hooking
 );
 CREATE TABLE IF NOT EXISTS threads (
     session INTEGER NOT NULL,
@@ -184,6 +185,7 @@ _ADDED_COLUMNS = (
     ("sessions", "dropped", "INTEGER NOT NULL DEFAULT 0"),
     ("sessions", "sampled_out", "INTEGER NOT NULL DEFAULT 0"),
     ("functions", "params", "INTEGER"),
+    ("functions", "signature", "TEXT"),
 )
 
 

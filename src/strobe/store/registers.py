@@ -1,0 +1,221 @@
+"""Captured registers shown through a function's register plan (its `functions.signature` JSON, written by
+daemon/signatures.py): arguments from the six integer argument registers of a function_enter, the return
+value from rax of a function_exit.
+
+    plan = parse_plan(text)                 # None for a missing or unreadable plan
+    plan.arguments(words)                   # one value per parameter, in order
+    plan.names, plan.types                  # parameter names and DWARF type names
+    plan.return_type, plan.returns_value    # "void" (and no value) for a void function
+    plan.return_value(rax)
+
+A plan piece fills bytes [at, at + size) of a value from the low bytes of a register, so an int of -1 whose
+register holds 0x00000000ffffffff, or garbage above a bool's low byte, shows right. Values follow the
+serialization rules of typed reads: ints and floats as numbers, bools, chars as one-character strings,
+pointers as "0x..." hex or null, enums by name (the number when no name matches), structs as
+{field: value}, char arrays as strings. What the registers do not hold (a double in an xmm register, an
+argument on the stack, the second half of a value returned in rdx:rax) shows as a "<...: not captured>"
+note saying where it was.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+ARGUMENT_REGISTERS = ("rdi", "rsi", "rdx", "rcx", "r8", "r9")
+_MASK = (1 << 64) - 1
+_FLOATS = {2: "<e", 4: "<f", 8: "<d"}
+_NOT_RECORDED = "<not captured>"
+_MAX_ITEMS = 100
+_MAX_STRING = 1024
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """One parameter or the return value: a note, or a layout and where its bytes come from."""
+
+    note: str | None
+    value: dict[str, Any] | None
+    pieces: tuple[dict[str, Any], ...]
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any]) -> _Slot:
+        note = raw.get("note")
+        value = raw.get("value")
+        if not isinstance(value, dict):
+            return cls(str(note) if note is not None else _NOT_RECORDED, None, ())
+        pieces = tuple(p for p in raw.get("pieces", ()) if isinstance(p, dict))
+        return cls(None, value, pieces)
+
+    def show(self, registers: Mapping[str, int]) -> Any:
+        """The value, from the captured registers by name."""
+        if self.value is None:
+            return self.note
+        size = int(self.value.get("size", 0))
+        data = bytearray(size)
+        missing: list[tuple[int, int, str]] = []  # [start, end) byte ranges not held by a register, and why
+        covered = bytearray(size)
+        for piece in self.pieces:
+            at, width = int(piece.get("at", 0)), int(piece.get("size", 0))
+            end = min(at + width, size)
+            if at >= end:
+                continue
+            word = registers.get(str(piece.get("reg")))
+            if word is None:
+                missing.append((at, end, str(piece.get("missing") or _NOT_RECORDED)))
+                continue
+            data[at:end] = (word & _MASK).to_bytes(8, "little")[: end - at]
+            covered[at:end] = b"\x01" * (end - at)
+        gaps = [(at, at + 1, _NOT_RECORDED) for at in range(size) if not covered[at]]
+        return _Decoder(bytes(data), missing + gaps).value(self.value, 0)
+
+
+class RegisterPlan:
+    """A parsed plan; `parse_plan` makes one."""
+
+    def __init__(self, raw: dict[str, Any]) -> None:
+        params = [p for p in raw.get("params", ()) if isinstance(p, dict)]
+        self.names: list[str] = [str(p.get("name", f"arg{i}")) for i, p in enumerate(params)]
+        self.types: list[str] = [str(p.get("type", "?")) for p in params]
+        self._params = [_Slot.parse(p) for p in params]
+        returns = raw.get("returns")
+        if not isinstance(returns, dict):
+            returns = {}
+        self.return_type: str = str(returns.get("type", "void"))
+        self.returns_value = self.return_type != "void" or "value" in returns
+        self._returns = _Slot.parse(returns)
+        self.variadic = bool(raw.get("variadic", False))
+
+    def arguments(self, words: Sequence[int]) -> list[Any]:
+        """The parameters' values from the argument registers captured on entry (rdi first; fewer when the
+        recording kept fewer)."""
+        registers = dict(zip(ARGUMENT_REGISTERS, words, strict=False))
+        return [slot.show(registers) for slot in self._params]
+
+    def return_value(self, rax: int | None) -> Any:
+        return self._returns.show({} if rax is None else {"rax": rax})
+
+
+def parse_plan(text: str | None) -> RegisterPlan | None:
+    if not text:
+        return None
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        return None
+    return RegisterPlan(raw) if isinstance(raw, dict) else None
+
+
+def words_of(blob: bytes | None) -> list[int]:
+    """The int64 words of a stored argument blob."""
+    if not blob:
+        return []
+    return list(struct.unpack(f"<{len(blob) // 8}q", blob[: len(blob) // 8 * 8]))
+
+
+class _Decoder:
+    def __init__(self, data: bytes, missing: list[tuple[int, int, str]]) -> None:
+        self.data = data
+        self.missing = missing
+
+    def _gap(self, start: int, end: int) -> str | None:
+        """Why some of bytes [start, end) are not known, or None if they all are."""
+        for lo, hi, why in self.missing:
+            if lo < end and start < hi:
+                return why
+        return None
+
+    def value(self, spec: dict[str, Any], at: int) -> Any:
+        kind = spec.get("kind")
+        size = int(spec.get("size", 0))
+        if kind == "struct":
+            return {str(f.get("name")): self._field(f, at) for f in spec.get("fields", ()) if isinstance(f, dict)}
+        if kind == "array":
+            return self._array(spec, at)
+        if kind == "opaque":
+            return spec.get("text", "<?>")
+        gap = self._gap(at, at + size)
+        if gap is not None:
+            return gap
+        raw = self.data[at : at + size]
+        if kind == "float":
+            return _float(raw)
+        if kind == "bool":
+            return any(raw)
+        number = int.from_bytes(raw, "little", signed=kind == "int" or (kind == "enum" and bool(spec.get("signed"))))
+        if kind in ("int", "uint"):
+            return number
+        if kind == "char":
+            return chr(number) if 0 <= number < 0x110000 and not 0xD800 <= number < 0xE000 else number
+        if kind == "pointer":
+            return None if number == 0 else f"0x{number:x}"
+        if kind == "enum":
+            return _enum(spec, number)
+        return raw.hex(" ")
+
+    def _field(self, f: dict[str, Any], base: int) -> Any:
+        at = base + int(f.get("offset", 0))
+        spec = f.get("value")
+        if not isinstance(spec, dict):
+            spec = {"kind": "bytes", "size": 0}
+        bits = f.get("bitSize")
+        if bits is None:
+            return self.value(spec, at)
+        bit, bits = int(f.get("bitOffset", 0)), int(bits)
+        width = (bit + bits + 7) // 8
+        gap = self._gap(at, at + width)
+        if gap is not None:
+            return gap
+        number = (int.from_bytes(self.data[at : at + width], "little") >> bit) & ((1 << bits) - 1)
+        kind = spec.get("kind")
+        if kind == "bool":
+            return number != 0
+        if (kind == "int" or (kind == "enum" and spec.get("signed"))) and bits and number >> (bits - 1):
+            number -= 1 << bits
+        return _enum(spec, number) if kind == "enum" else number
+
+    def _array(self, spec: dict[str, Any], at: int) -> Any:
+        element = spec.get("element")
+        count = int(spec.get("count", 0))
+        if not isinstance(element, dict):
+            return []
+        step = int(element.get("size", 0))
+        if element.get("kind") == "char" and step == 1:
+            shown = min(count, _MAX_STRING)
+            gap = self._gap(at, at + shown)
+            if gap is not None:
+                return gap
+            chunk = self.data[at : at + shown]
+            end = chunk.find(0)
+            return chunk[: end if end >= 0 else len(chunk)].decode("utf-8", "replace")
+        items = [self.value(element, at + i * step) for i in range(min(count, _MAX_ITEMS))]
+        if count > _MAX_ITEMS:
+            items.append(f"<{count - _MAX_ITEMS} more>")
+        return items
+
+
+def _enum(spec: dict[str, Any], number: int) -> Any:
+    names = spec.get("names")
+    if isinstance(names, dict):
+        name = names.get(str(number))
+        if name is None and number < 0:  # enumerators stored unsigned, value read signed (or the reverse)
+            name = names.get(str(number & ((1 << (8 * int(spec.get("size", 8)))) - 1)))
+        if name is not None:
+            return name
+    return number
+
+
+def _float(raw: bytes) -> float | str | None:
+    fmt = _FLOATS.get(len(raw))
+    if fmt is None:
+        return raw.hex(" ")
+    value = float(struct.unpack(fmt, raw)[0])
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return value
