@@ -133,7 +133,8 @@ def test_proxy_writes_only_protocol_bytes(strobe_home: Path) -> None:
     assert replies[0]["result"]["protocolVersion"] == "2024-11-05"
     names = {tool["name"] for tool in replies[1]["result"]["tools"]}
     assert names == {
-        "debug_launch", "debug_trace", "debug_query", "debug_stop", "debug_list_sessions", "debug_delete_session"
+        "debug_launch", "debug_trace", "debug_query", "debug_stop", "debug_list_sessions", "debug_delete_session",
+        "debug_read",
     }
     for tool in replies[1]["result"]["tools"]:
         assert "Example" in tool["description"] and tool["inputSchema"]["type"] == "object"
