@@ -1,4 +1,12 @@
-import { CancelPollRequest, emit, FlushRequest, HooksRequest, PROTOCOL_VERSION, ReadMemoryRequest } from "./protocol.js";
+import {
+  CancelPollRequest,
+  emit,
+  FlushRequest,
+  HooksRequest,
+  PROTOCOL_VERSION,
+  ReadMemoryRequest,
+  WatchesRequest,
+} from "./protocol.js";
 import { cancelPoll, onReadMemory } from "./memory.js";
 import { installExitHooks } from "./exit.js";
 import { RECORD_SIZE, Tracer } from "./tracer.js";
@@ -18,6 +26,12 @@ function onFlush(request: FlushRequest): void {
   emit({ type: "flushed", requestId: request.requestId });
 }
 
+function onWatches(request: WatchesRequest): void {
+  recv("watches", onWatches);
+  const errors = tracer.setWatches(request.native, request.js);
+  emit({ type: "watches_updated", requestId: request.requestId, activeCount: tracer.watchCount, errors });
+}
+
 function onRead(request: ReadMemoryRequest): void {
   recv("read_memory", onRead);
   onReadMemory(request);
@@ -32,6 +46,7 @@ installExitHooks(() => tracer.flush(true));
 recv("hooks", onHooks);
 recv("flush", onFlush);
 recv("read_memory", onRead);
+recv("watches", onWatches);
 recv("cancel_poll", onCancelPoll);
 tracer.start();
 emit({

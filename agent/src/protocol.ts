@@ -51,6 +51,7 @@ export interface TraceBatch {
   dropped: number; // records lost so far because the ring was full (cumulative)
   sampledOut: number; // calls of hot functions skipped by sampling so far (cumulative)
   threads: [number, string][]; // (thread id, name) of threads seen for the first time
+  watchValues?: [number, Record<string, unknown>][]; // (sequence number, {JS watch id: value}) of this batch
 }
 
 export interface SamplingStateChange {

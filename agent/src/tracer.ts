@@ -4,12 +4,17 @@
 //
 // Record layout (RECORD_SIZE bytes, little endian), decoded by src/strobe/instrument/records.py:
 //   0 u64 timestamp (CLOCK_MONOTONIC ns)   8 u32 thread id   12 u32 function id
-//  16 u16 kind (1 enter, 2 exit)  18 u16 flags (bit 0: captured while sampling)
+//  16 u16 kind (1 enter, 2 exit, 3 watch)  18 u16 flags (bit 0: captured while sampling; bit 1: native watch
+//      values in the record just before; bit 2: JavaScript watch values under this sequence number)
 //  20 u32 parent: sequence number of the caller's enter record on this thread (0xffffffff: none)
 //  24 u64[6] enter: integer argument registers; exit: [0] return value, [1] duration ns
 // A record's sequence number is its ring index; each batch says the sequence number of its first record,
 // and its records are consecutive. Each thread keeps a stack of its open enter records, so parents are
 // known here and the host needs no per-record work to link calls.
+//
+// Watches: up to 4 scalars at fixed addresses are read right here and written as a KIND_WATCH record
+// (a[slot] = the value's bytes, flags = slot mask) in the slot just before their call's record, committed
+// first; other watches are read by a JavaScript callback (watches.ts) before the call's record is committed.
 //
 // Hot functions: each function counts its calls per one-second window; past `hotCallsPerSecond` it
 // records only one call in `sampleEvery` (enter and exit together) until a window stays below it.
@@ -24,7 +29,8 @@
 // straight from the ring, small enough that no buffer on the way is big enough to be mmap'd and
 // page-faulted afresh for every batch: the drain is CPU taken from the traced program on a small machine.
 
-import { emit, HookFailure, HookTarget, SamplingConfig } from "./protocol.js";
+import { emit, HookFailure, HookTarget, JsWatchSpec, NativeWatchSpec, SamplingConfig } from "./protocol.js";
+import { JsWatches } from "./watches.js";
 
 export const RECORD_SIZE = 72;
 const RING_CAPACITY = 1 << 18; // records; a power of two
@@ -72,8 +78,15 @@ typedef struct {
   guint32 calls;
   guint32 sampling;
   volatile guint32 sampled_out;
-  guint32 reserved[3];
+  volatile guint32 watch_mask; /* bits 0-3: native watch slots read for this function; bit 4: JS watches */
+  guint32 reserved[2];
 } FState;
+
+typedef struct {
+  guint64 address;
+  guint32 size;
+  guint32 reserved;
+} NativeWatch;
 
 /* What on_enter leaves for on_leave, so the exit needs no lookups. */
 typedef struct {
@@ -115,6 +128,8 @@ typedef struct {
   gdouble ns_per_tick;
   guint64 anchor_ticks, rate_ticks, next_ticks;
   gint64 anchor_ns, rate_ns, next_ns;
+  NativeWatch native[4];
+  void (* js_hook) (guint32 func, guint32 seq);
 } Shared;
 
 typedef char shared_fits[sizeof (Shared) <= ${SHARED_SIZE} ? 1 : -1];
@@ -130,7 +145,11 @@ extern Shared shared;
 #define NO_PARENT 0xffffffffu
 #define KIND_ENTER 1u
 #define KIND_EXIT 2u
+#define KIND_WATCH 3u
 #define FLAG_SAMPLED 1u
+#define FLAG_NATIVE_WATCH 2u
+#define FLAG_JS_WATCH 4u
+#define WATCH_SHIFT 8
 #define SKIP 0x80000000u
 
 /* TinyCC inlines nothing: the hot path uses macros, not functions. */
@@ -148,13 +167,68 @@ extern Shared shared;
 #define FETCH_ADD(p, v, out) \\
     __asm__ __volatile__ ("lock; xaddl %0, (%1)" : "=r" (out) : "r" (p), "0" (v) : "memory")
 #define ATOMIC_INC(p) __asm__ __volatile__ ("lock; incl (%0)" : : "r" (p) : "memory")
-/* Claims a ring slot: r is NULL (and the loss counted) when the ring is full. */
-#define RESERVE(r, index) do { \\
+/* Claims n consecutive ring slots, the call's record in the last: r is NULL (and the loss counted) when the
+   ring is full. */
+#define RESERVE(r, index, n) do { \\
     if (shared.head - shared.tail >= CAPACITY - HEADROOM) { ATOMIC_INC (&shared.dropped); (r) = NULL; } \\
-    else { FETCH_ADD (&shared.head, 1u, index); (r) = &shared.ring[(index) & (CAPACITY - 1)]; } } while (0)
+    else { FETCH_ADD (&shared.head, (n), index); (index) += (n) - 1; \\
+      (r) = &shared.ring[(index) & (CAPACITY - 1)]; } } while (0)
 /* x86 keeps stores in order: the record is complete before its slot is marked. */
 #define COMMIT(index) (((volatile guint32 *) shared.committed)[(index) & (CAPACITY - 1)] = (index) + 1)
 #define TAGGED_TID(tid) ((ThreadStack *) GSIZE_TO_POINTER (((gsize) (tid) << 1) | 1))
+
+/* A native watch's value: 1, 2, 4 or 8 bytes at a fixed address (a global: always mapped). */
+static guint64
+read_watch (guint32 i)
+{
+  NativeWatch * w = &shared.native[i];
+  switch (w->size)
+  {
+    case 1: return *(volatile guint8 *) GSIZE_TO_POINTER (w->address);
+    case 2: return *(volatile guint16 *) GSIZE_TO_POINTER (w->address);
+    case 4: return *(volatile guint32 *) GSIZE_TO_POINTER (w->address);
+    default: return *(volatile guint64 *) GSIZE_TO_POINTER (w->address);
+  }
+}
+
+/* The watches of a call whose record r (sequence number index) is filled but not committed: native values
+   into the slot reserved just before it (committed first), then the JavaScript callback. */
+static void
+record_watches (Record * r, guint32 index, guint32 wm)
+{
+  if ((wm & 15u) != 0)
+  {
+    Record * w = &shared.ring[(index - 1) & (CAPACITY - 1)];
+    guint32 i;
+    w->ts = r->ts;
+    w->tid = r->tid;
+    w->func = r->func;
+    w->kind = KIND_WATCH;
+    w->flags = (guint16) (wm & 15u);
+    w->parent = NO_PARENT;
+    for (i = 0; i != 6; i++)
+      w->a[i] = (i < 4 && (wm & (1u << i)) != 0) ? read_watch (i) : 0;
+    r->flags |= FLAG_NATIVE_WATCH;
+    COMMIT (index - 1);
+  }
+  if ((wm & 16u) != 0 && shared.js_hook != NULL)
+  {
+    r->flags |= FLAG_JS_WATCH;
+    shared.js_hook (r->func, index);
+  }
+}
+
+gpointer
+watch_config (void)
+{
+  return &shared.native[0];
+}
+
+gpointer
+js_hook_slot (void)
+{
+  return &shared.js_hook;
+}
 
 static gint64
 clock_ns (void)
@@ -215,7 +289,7 @@ on_enter (GumInvocationContext * ic)
   ThreadStack * st;
   GumCpuContext * cpu;
   Record * r;
-  guint32 func, calls, index = 0, parent = NO_PARENT, depth, tid;
+  guint32 func, calls, index = 0, parent = NO_PARENT, depth, tid, wm;
 
   NOW (ts);
   inv = GUM_IC_GET_INVOCATION_DATA (ic, Invocation);
@@ -259,7 +333,9 @@ on_enter (GumInvocationContext * ic)
   }
   inv->st = st;
   inv->tid = tid;
-  RESERVE (r, index);
+  wm = fs->watch_mask;
+  inv->flags |= wm << WATCH_SHIFT;
+  RESERVE (r, index, (wm & 15u) != 0 ? 2u : 1u);
   if (st != NULL)
   {
     depth = st->depth;
@@ -277,7 +353,7 @@ on_enter (GumInvocationContext * ic)
   r->tid = tid;
   r->func = func;
   r->kind = KIND_ENTER;
-  r->flags = (guint16) inv->flags;
+  r->flags = (guint16) (inv->flags & 0xffu);
   r->parent = parent;
   /* System V x86-64: the first six integer arguments, read straight from the saved registers. */
   r->a[0] = cpu->rdi;
@@ -286,6 +362,8 @@ on_enter (GumInvocationContext * ic)
   r->a[3] = cpu->rcx;
   r->a[4] = cpu->r8;
   r->a[5] = cpu->r9;
+  if (wm != 0)
+    record_watches (r, index, wm);
   COMMIT (index);
 }
 
@@ -296,7 +374,7 @@ on_leave (GumInvocationContext * ic)
   Invocation * inv;
   ThreadStack * st;
   Record * r;
-  guint32 index = 0, parent = NO_PARENT, depth;
+  guint32 index = 0, parent = NO_PARENT, depth, wm;
 
   NOW (ts);
   inv = GUM_IC_GET_INVOCATION_DATA (ic, Invocation);
@@ -314,17 +392,20 @@ on_leave (GumInvocationContext * ic)
     if (depth - 1 < MAX_DEPTH)
       parent = st->stack[depth - 1];
   }
-  RESERVE (r, index);
+  wm = inv->flags >> WATCH_SHIFT;
+  RESERVE (r, index, (wm & 15u) != 0 ? 2u : 1u);
   if (r == NULL)
     return;
   r->ts = ts;
   r->tid = inv->tid;
   r->func = inv->func;
   r->kind = KIND_EXIT;
-  r->flags = (guint16) inv->flags;
+  r->flags = (guint16) (inv->flags & 0xffu);
   r->parent = parent;
   r->a[0] = ic->cpu_context->rax;
   r->a[1] = ts - inv->enter_ts; /* in ticks until drain() */
+  if (wm != 0)
+    record_watches (r, index, wm);
   COMMIT (index);
 }
 
@@ -450,7 +531,9 @@ const SHARED_DROPPED = SHARED_HEAD + 8;
 const SHARED_HOT = SHARED_HEAD + 12;
 const SHARED_SAMPLE_EVERY = SHARED_HEAD + 16;
 const SHARED_NAMES_HEAD = SHARED_HEAD + 20;
-const SHARED_SIZE = SHARED_HEAD + 128;
+const SHARED_SIZE = SHARED_HEAD + 256;
+const FSTATE_WATCH_MASK = 20;
+const NATIVE_WATCH_SIZE = 16;
 
 // TSC ticks can stand in for CLOCK_MONOTONIC when the kernel itself keeps time with them (constant,
 // synchronised across CPUs); anywhere else the hot path reads clock_gettime.
@@ -480,6 +563,9 @@ export class Tracer {
   private lastSamplingScan = 0;
   private sampledOut = 0; // as of the last scan, removed hooks included
   private retiredSampledOut = 0;
+  private readonly jsWatches = new JsWatches();
+  private nativeWatches: NativeWatchSpec[] = [];
+  private readonly jsHook: NativeCallback<"void", ["uint32", "uint32"]>;
 
   constructor() {
     this.shared.writeByteArray(new Array(SHARED_SIZE).fill(0));
@@ -498,6 +584,48 @@ export class Tracer {
       pthread_getname_np: Module.getGlobalExportByName("pthread_getname_np"),
     });
     this.drainFn = new NativeFunction(this.module.drain, "uint32", ["uint32"]);
+    const watches = this.jsWatches;
+    this.jsHook = new NativeCallback((func: number, seq: number) => watches.onRecord(func, seq), "void",
+                                     ["uint32", "uint32"]);
+    new NativeFunction(this.module.js_hook_slot, "pointer", [])().writePointer(this.jsHook);
+  }
+
+  // Replace the watches. Records made under the old ones leave first, so the host decodes each batch with
+  // the watches it was recorded under. Returns the JavaScript watches refused (expressions that fail to compile).
+  setWatches(native: NativeWatchSpec[], js: JsWatchSpec[]): { id: number; error: string }[] {
+    for (const id of this.listeners.keys()) {
+      this.fstate.add(id * FSTATE_SIZE + FSTATE_WATCH_MASK).writeU32(0);
+    }
+    this.flush();
+    const slots = new NativeFunction(this.module.watch_config, "pointer", [])();
+    for (const watch of native) {
+      const slot = slots.add(watch.slot * NATIVE_WATCH_SIZE);
+      slot.writeU64(uint64(watch.address));
+      slot.add(8).writeU32(watch.size);
+    }
+    this.nativeWatches = native;
+    const errors = this.jsWatches.configure(js);
+    for (const id of this.listeners.keys()) {
+      this.applyWatchMask(id);
+    }
+    return errors;
+  }
+
+  get watchCount(): number {
+    return this.nativeWatches.length + this.jsWatches.count;
+  }
+
+  private applyWatchMask(id: number): void {
+    let mask = 0;
+    for (const watch of this.nativeWatches) {
+      if (watch.funcs === null || watch.funcs.includes(id)) {
+        mask |= 1 << watch.slot;
+      }
+    }
+    if (this.jsWatches.appliesTo(id)) {
+      mask |= 16;
+    }
+    this.fstate.add(id * FSTATE_SIZE + FSTATE_WATCH_MASK).writeU32(mask);
   }
 
   get activeCount(): number {
@@ -520,6 +648,7 @@ export class Tracer {
         continue;
       }
       this.fstate.add(target.id * FSTATE_SIZE).writeByteArray(new Array(FSTATE_SIZE).fill(0));
+      this.applyWatchMask(target.id);
       try {
         const listener = Interceptor.attach(
           ptr(target.address),
@@ -580,6 +709,7 @@ export class Tracer {
           dropped: this.shared.add(SHARED_DROPPED).readS32(),
           sampledOut: this.sampledOut,
           threads: this.newThreadNames(),
+          watchValues: this.jsWatches.count > 0 ? this.jsWatches.take(firstSeq, n) : undefined,
         },
         ArrayBuffer.wrap(this.ring.add(slot * RECORD_SIZE), n * RECORD_SIZE),
       );

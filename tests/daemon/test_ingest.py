@@ -183,13 +183,16 @@ def test_watch_values_join_the_call_they_were_read_for(writer: Writer, tmp_path:
     ingest.watches = FakeWatches()
     both = FLAG_NATIVE_WATCH | FLAG_JS_WATCH
     ingest.on_batch(records(
-        (10, 5, 0, KIND_ENTER, FLAG_NATIVE_WATCH, N, [1, 2]),
         (10, 5, 0, KIND_WATCH, 0b101, N, [7, 0, -9]),
-        (20, 5, 1, KIND_ENTER, FLAG_JS_WATCH, 100, [3]),
-        (30, 5, 1, KIND_EXIT, both, 100, [0, 10]),
+        (10, 5, 0, KIND_ENTER, FLAG_NATIVE_WATCH, N, [1, 2]),
+        (20, 5, 1, KIND_ENTER, FLAG_JS_WATCH, 101, [3]),
         (30, 5, 1, KIND_WATCH, 0b1, N, [8]),
+    ), 4, 0, 0, first_seq=100, watch_values=[(102, {"4": {"v": "a"}}), (999, {})])
+    # The exit's native values ended the first batch: they belong to the next batch's first record.
+    ingest.on_batch(records(
+        (30, 5, 1, KIND_EXIT, both, 101, [0, 10]),
         (40, 5, 0, KIND_EXIT, 0, N, [0, 30]),
-    ), 6, 0, 0, first_seq=100, watch_values=[(102, {"4": {"v": "a"}}), (103, {"4": {"v": "b"}}), (999, {})])
+    ), 2, 0, 0, first_seq=104, watch_values=[(104, {"4": {"v": "b"}})])
     events = read(writer, tmp_path, session)
     assert [e["eventType"] for e in events] == ["function_enter", "function_enter", "function_exit", "function_exit"]
     assert [e.get("watchValues") for e in events] == [{"n0": 7, "n2": -9}, {"j4": "a"}, {"j4": "b", "n0": 8}, None]

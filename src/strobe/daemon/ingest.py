@@ -145,6 +145,7 @@ class TraceIngest:
     _keys: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     _params: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     watches: WatchValues | None = None  # set through the ingest queue, so batches decode with their own
+    _carried_watch: tuple[int, list[int]] | None = None  # native values whose call is in the next batch
 
     def hook(self, slot: int, db_key: int, params: int) -> None:
         """Say what a function slot means before the agent can report calls of it."""
@@ -186,19 +187,25 @@ class TraceIngest:
         self, records: np.ndarray, first_seq: int, js_values: list[tuple[int, dict[str, Any]]] | None
     ) -> dict[int, str]:
         """`extra` JSON ({"watchValues": {...}}) by position in the batch, for the calls that carry watch values:
-        native ones in the KIND_WATCH record right after the call's (the agent never splits the pair across
-        batches), JavaScript ones in the batch header by sequence number."""
+        native ones in the KIND_WATCH record just before the call's (committed first, so a batch may end with
+        one whose call opens the next batch: it is carried over), JavaScript ones in the batch header by
+        sequence number."""
         assert self.watches is not None
         values: dict[int, dict[str, Any]] = {}
-        flags = records["flags"]
-        for i in np.flatnonzero((flags & FLAG_NATIVE_WATCH) != 0).tolist():
-            if i + 1 < len(records) and records["kind"][i + 1] == KIND_WATCH:
-                values.setdefault(i, {}).update(
-                    self.watches.native(int(records["flags"][i + 1]), records["a"][i + 1].tolist())
-                )
+        flags, kinds = records["flags"], records["kind"]
+        n = len(records)
+        carried, self._carried_watch = self._carried_watch, None
+        if carried is not None and n and kinds[0] != KIND_WATCH and flags[0] & FLAG_NATIVE_WATCH:
+            values[0] = self.watches.native(*carried)
+        for i in np.flatnonzero(kinds == KIND_WATCH).tolist():
+            mask, words = int(flags[i]), records["a"][i].tolist()
+            if i + 1 == n:
+                self._carried_watch = (mask, words)
+            elif flags[i + 1] & FLAG_NATIVE_WATCH and kinds[i + 1] != KIND_WATCH:
+                values.setdefault(i + 1, {}).update(self.watches.native(mask, words))
         for seq, captured in js_values or ():
             i = (seq - first_seq) & 0xFFFF_FFFF
-            if i < len(records) and flags[i] & FLAG_JS_WATCH:
+            if i < n and flags[i] & FLAG_JS_WATCH:
                 values.setdefault(i, {}).update(self.watches.js(captured))
         return {i: json.dumps({"watchValues": v}, separators=(",", ":"), default=str) for i, v in values.items() if v}
 

@@ -18,9 +18,9 @@ RECORD_DTYPE = np.dtype(
 RECORD_SIZE = RECORD_DTYPE.itemsize
 KIND_ENTER = 1
 KIND_EXIT = 2
-KIND_WATCH = 3  # native watch values of the record just before it: func = that record's, flags = slot mask
+KIND_WATCH = 3  # native watch values of the record just after it: func = that record's, flags = slot mask
 FLAG_SAMPLED = 1
-FLAG_NATIVE_WATCH = 2  # the next record (KIND_WATCH) holds native watch values, a[slot]
+FLAG_NATIVE_WATCH = 2  # the record before (KIND_WATCH) holds native watch values, a[slot]
 FLAG_JS_WATCH = 4  # the batch header carries JavaScript watch values under this record's sequence number
 NO_PARENT = 0xFFFFFFFF
 

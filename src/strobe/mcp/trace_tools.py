@@ -28,8 +28,6 @@ async def trace(ctx: ToolContext, req: TraceRequest) -> dict[str, Any]:
             "Watches need a running process: launch first, then call debug_trace with its sessionId and watches. "
             "(Patterns without a sessionId are staged for the next launch; watches are not.)"
         )
-    if watch_add:  # WATCHES-GATE: removed once the agent's CModule reads watches
-        raise ValidationError("Watches are not available in this build yet; use debug_read to sample variables.")
     if req.sessionId is None:
         settings = load_settings(ctx.paths, req.projectRoot)
         warnings = await manager.stage_patterns(req.add, req.remove, req.projectRoot)
