@@ -86,7 +86,10 @@ TOOLS = (
         "answer the question. Without sessionId the patterns are staged for the next debug_launch. Returns "
         "{mode, activePatterns, hookedFunctions, matchedFunctions?, activeWatches, warnings, eventLimit, status}; "
         "calling it with neither add nor remove reports the current state. Functions called more than 100k "
-        "times a second are sampled (status and debug_query say so).\n"
+        "times a second are sampled (status and debug_query say so). watches.add reads variables at every traced "
+        "call ({variable: 'gClock->counter'}, {address, type}, or {expr: JavaScript}; 'on' limits them to some "
+        "functions; max 32): their values appear as watchValues on the call's events (verbose). Arguments and "
+        "return values are shown through the functions' DWARF types.\n"
         'Example: {"sessionId": "server-2026-02-05-14h32", "add": ["auth::**", "validate_form"]}',
         trace,
     ),
