@@ -8,6 +8,7 @@ output that preceded them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
@@ -64,6 +65,7 @@ log = logging.getLogger(__name__)
 
 STREAM_DRAIN_TIMEOUT_S = 5.0
 STOP_TIMEOUT_S = 5.0
+PLAN_WAIT_S = 5.0  # how long a verbose query waits for argument types being worked out (then: raw registers)
 FLUSH_TIMEOUT_S = 2.0
 RETENTION_MS = 7 * 24 * 3600 * 1000
 _RAW_SIZES = {"i8": 1, "u8": 1, "i16": 2, "u16": 2, "i32": 4, "u32": 4, "i64": 8, "u64": 8, "f32": 4, "f64": 8,
@@ -97,6 +99,8 @@ class LiveSession:
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     polls: SessionPolls = field(default_factory=SessionPolls)
     watches: list[Watch] = field(default_factory=list)
+    unplanned: list[tuple[int, TraceableFunction]] = field(default_factory=list)  # hooked, types not worked out
+    planning: asyncio.Task[None] | None = None
     serialization_depth: int = 3
     _closed_fds: set[int] = field(default_factory=set)
 
@@ -283,6 +287,8 @@ class SessionManager:
         log.info("session %s: process %d gone (%s), exit code %s", live.record.id, live.pid, reason, live.exit_code)
         await self.ingest.barrier()  # the last trace batches are stored before the session reads as ended
         live.polls.process_gone()
+        if not live.stopping:  # ended by itself: its events stay queryable, with types
+            await self.plan_types(live, 0)
         await self._finish(live, SessionStatus.STOPPED if live.stopping else SessionStatus.EXITED)
 
     async def _finish(self, live: LiveSession, status: SessionStatus) -> None:
@@ -419,14 +425,21 @@ class SessionManager:
             else:
                 trace.hooked[slot] = function
         trace.patterns = plan.patterns
-        if fresh:
-            self._background(self._store_register_plans(live, [(trace.slot_of[f.key], f) for f in fresh]))
+        live.unplanned += [(trace.slot_of[f.key], f) for f in fresh]  # typed on the next query (see plan_types)
         return warnings
 
-    def _background(self, work: Any) -> None:
-        task = asyncio.get_running_loop().create_task(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    async def plan_types(self, live: LiveSession, wait_s: float) -> None:
+        """Work out the register plans of the functions hooked since the last time (see
+        _store_register_plans), waiting at most wait_s for them. Done lazily, when a query needs them, so the
+        DWARF reading (seconds on a very large binary) never competes with hooking or the launch."""
+        if live.unplanned and (live.planning is None or live.planning.done()):
+            functions, live.unplanned = live.unplanned, []
+            live.planning = asyncio.get_running_loop().create_task(self._store_register_plans(live, functions))
+            self._tasks.add(live.planning)
+            live.planning.add_done_callback(self._tasks.discard)
+        if live.planning is not None and not live.planning.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(live.planning), wait_s)
 
     async def _store_register_plans(self, live: LiveSession, functions: list[tuple[int, TraceableFunction]]) -> None:
         """Work out, off the hot path and after the hooks are in, how each new function's arguments and return
@@ -621,8 +634,11 @@ class SessionManager:
     async def query(
         self, record: SessionRecord, flt: EventFilter, *, limit: int, offset: int, verbose: bool, settings: Settings
     ) -> QueryPage:
-        if record.id in self._live:
+        live = self._live.get(record.id)
+        if live is not None:
             self.writer.set_limit(record.key, settings.max_events_per_session)
+            if verbose:
+                await self.plan_types(live, PLAN_WAIT_S)
         return await self.reader.run(
             lambda c: query_events(c, record.key, record.id, flt, limit=limit, offset=offset, verbose=verbose)
         )
