@@ -32,7 +32,6 @@ from __future__ import annotations
 import json
 import threading
 import weakref
-from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,10 +48,7 @@ from strobe.symbols.dwarf_dies import (
     TAG_ARRAY_TYPE,
     TAG_FORMAL_PARAMETER,
     TAG_INHERITANCE,
-    TAG_LEXICAL_BLOCK,
     TAG_MEMBER,
-    TAG_MODULE,
-    TAG_NAMESPACE,
     TAG_POINTER_TYPE,
     TAG_SUBPROGRAM,
     Die,
@@ -290,7 +286,7 @@ class _Planner:
         if not self._looked:
             self._looked = True
             try:
-                self._dies = _FunctionDies.find(self.index.types, self.signature.address, len(self.signature.params))
+                self._dies = _FunctionDies.find(self.index, self.signature.address, len(self.signature.params))
             except (ValueError, *DECODE_ERRORS):
                 self._dies = None
         return self._dies
@@ -476,67 +472,6 @@ def _spec(layout: ValueLayout) -> dict[str, Any]:
 
 # --- the function's DIEs: hidden references, language ----------------------------------------------
 
-_WALKED = frozenset({TAG_NAMESPACE, TAG_MODULE, TAG_SUBPROGRAM, TAG_LEXICAL_BLOCK})
-
-
-class _Units:
-    """Functions by low_pc, per compile unit, found through the units' address ranges (built lazily)."""
-
-    def __init__(self, reader: DieReader) -> None:
-        self.reader = reader
-        self.ranges: list[tuple[int, int, int]] = []
-        self.unranged: list[int] = []
-        for index, unit in enumerate(reader.units):
-            try:
-                found = reader.ranges(reader.unit_die(unit))
-            except (ValueError, *DECODE_ERRORS):
-                found = []
-            self.ranges += [(start, end, index) for start, end in found]
-            if not found:
-                self.unranged.append(index)
-        self.ranges.sort()
-        self.starts = [start for start, _, _ in self.ranges]
-        self.functions: dict[int, dict[int, int]] = {}
-
-    def find(self, address: int) -> Die | None:
-        candidates: list[int] = []
-        at = bisect_right(self.starts, address) - 1
-        while at >= 0 and len(candidates) < 4 and self.ranges[at][0] >= address - (1 << 32):
-            start, end, index = self.ranges[at]
-            if start <= address < end and index not in candidates:
-                candidates.append(index)
-            at -= 1
-        for index in [*candidates, *self.unranged]:
-            offset = self._functions(index).get(address)
-            if offset is not None:
-                return self.reader.die(offset)
-        return None
-
-    def _functions(self, index: int) -> dict[int, int]:
-        found = self.functions.get(index)
-        if found is None:
-            found = self.functions[index] = {}
-            try:
-                self._collect(self.reader.unit_die(self.reader.units[index]), found)
-            except (ValueError, *DECODE_ERRORS):
-                pass
-        return found
-
-    def _collect(self, parent: Die, found: dict[int, int]) -> None:
-        for child in self.reader.children(parent):
-            if child.tag not in _WALKED:
-                continue
-            if child.tag == TAG_SUBPROGRAM and not child.get(AT_DECLARATION):
-                ranges = self.reader.ranges(child)
-                if ranges:
-                    found.setdefault(ranges[0][0], child.offset)
-            if child.has_children:
-                self._collect(child, found)
-
-
-_UNITS: weakref.WeakKeyDictionary[DieReader, _Units] = weakref.WeakKeyDictionary()
-_UNITS_LOCK = threading.Lock()
-
 
 @dataclass
 class _FunctionDies:
@@ -546,16 +481,11 @@ class _FunctionDies:
     rust: bool
 
     @classmethod
-    def find(cls, types: TypeTable, address: int, count: int) -> _FunctionDies | None:
+    def find(cls, index: VariableIndex, address: int, count: int) -> _FunctionDies | None:
         """The DIEs behind a signature (the caller holds the index's lock)."""
+        types = index.types
         reader = types.reader
-        with _UNITS_LOCK:
-            units = _UNITS.get(reader)
-        if units is None:
-            units = _Units(reader)
-            with _UNITS_LOCK:
-                _UNITS[reader] = units
-        die = units.find(address)
+        die = index.function_die(address)
         if die is None:
             return None
         chain = _chain(reader, die)

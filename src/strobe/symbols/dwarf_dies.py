@@ -283,45 +283,4 @@ def _debug_ranges(unit: Unit, offset: int) -> list[tuple[int, int]]:
 
 
 def _rnglist(unit: Unit, offset: int) -> list[tuple[int, int]]:
-    data, size = unit.sections.rnglists, unit.address_size
-    base = unit.base_address
-    found: list[tuple[int, int]] = []
-    pos = offset
-    while pos < len(data):
-        kind = data[pos]
-        pos += 1
-        if kind == 0:  # end_of_list
-            break
-        if kind == 1:  # base_addressx
-            index, pos = read_uleb(data, pos)
-            base = unit.address_index(index) or 0
-            continue
-        if kind == 5:  # base_address
-            base = read_uint(data, pos, size)
-            pos += size
-            continue
-        if kind == 2:  # startx_endx
-            a, pos = read_uleb(data, pos)
-            b, pos = read_uleb(data, pos)
-            start, end = unit.address_index(a) or 0, unit.address_index(b) or 0
-        elif kind == 3:  # startx_length
-            a, pos = read_uleb(data, pos)
-            length, pos = read_uleb(data, pos)
-            start = unit.address_index(a) or 0
-            end = start + length
-        elif kind == 4:  # offset_pair
-            a, pos = read_uleb(data, pos)
-            b, pos = read_uleb(data, pos)
-            start, end = base + a, base + b
-        elif kind == 6:  # start_end
-            start, end = read_uint(data, pos, size), read_uint(data, pos + size, size)
-            pos += 2 * size
-        elif kind == 7:  # start_length
-            start = read_uint(data, pos, size)
-            length, pos = read_uleb(data, pos + size)
-            end = start + length
-        else:
-            break
-        if end > start:
-            found.append((start, end))
-    return found
+    return list(unit.rnglist(offset))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from strobe.symbols.dwarf_forms import (
@@ -333,15 +334,18 @@ class Unit:
         return None
 
     def _first_rnglist(self, offset: int) -> tuple[int, int] | None:
+        return next(self.rnglist(offset), None)
+
+    def rnglist(self, offset: int) -> Iterator[tuple[int, int]]:
+        """The non-empty (start, end) ranges of the DWARF 5 range list at `offset` in .debug_rnglists."""
         data, size = self.sections.rnglists, self.address_size
         base = self.base_address
         pos = offset
         while pos < len(data):
             kind = data[pos]
             pos += 1
-            start = end = 0
             if kind == 0:  # end_of_list
-                return None
+                return
             if kind == 1:  # base_addressx
                 index, pos = read_uleb(data, pos)
                 base = self.address_index(index) or 0
@@ -371,7 +375,6 @@ class Unit:
                 length, pos = read_uleb(data, pos + size)
                 end = start + length
             else:
-                return None
+                return
             if end > start:
-                return start, end
-        return None
+                yield start, end

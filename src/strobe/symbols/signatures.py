@@ -70,6 +70,11 @@ class SignatureReader:
             self._signatures[key] = self._build(die, address, depth) if die is not None else None
         return self._signatures[key]
 
+    def function_die(self, address: int) -> Die | None:
+        """The DIE of the function whose static low_pc is `address` (the one `signature` describes)."""
+        offset = self._find(address)
+        return None if offset is None else self.reader.die(offset)
+
     # --- finding the DIE -------------------------------------------------------------------------
     def _unit_ranges(self) -> list[tuple[int, int, int]]:
         if self._ranges is None:

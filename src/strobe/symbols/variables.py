@@ -236,6 +236,13 @@ class VariableIndex:
         return self._struct_types.get(name)
 
     # --- functions -------------------------------------------------------------------------------
+    def function_die(self, address: int) -> Die | None:
+        """The DIE of the function whose static low_pc is `address`, or None."""
+        self._load()
+        with self.lock:
+            assert self._signatures is not None
+            return self._signatures.function_die(address)
+
     def signature(self, address: int, depth: int = 1) -> FunctionSignature | None:
         """Parameters (with `this`) and return type of the function whose static low_pc is `address`;
         None if DWARF describes no function there. Cached per (address, depth)."""
