@@ -555,10 +555,9 @@ class SessionManager:
         return poll.poll_id, poll.expected
 
     def polls(self, session_id: str) -> list[dict[str, Any]]:
-        live = self._live.get(session_id) or self._ended_polls.get(session_id)
-        if isinstance(live, LiveSession):
-            return live.polls.describe()
-        return live or []
+        """The state of each poll of a session (a running one's, or as it was when its process ended)."""
+        live = self._live.get(session_id)
+        return live.polls.describe() if live is not None else self._ended_polls.get(session_id, [])
 
     # ---- stop / list / delete --------------------------------------------------------------------
 
