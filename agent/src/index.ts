@@ -1,5 +1,4 @@
 import {
-  CancelPollRequest,
   emit,
   FlushRequest,
   HooksRequest,
@@ -7,7 +6,7 @@ import {
   ReadMemoryRequest,
   WatchesRequest,
 } from "./protocol.js";
-import { cancelPoll, onReadMemory } from "./memory.js";
+import { onReadMemory } from "./memory.js";
 import { installExitHooks } from "./exit.js";
 import { RECORD_SIZE, Tracer } from "./tracer.js";
 
@@ -37,17 +36,11 @@ function onRead(request: ReadMemoryRequest): void {
   onReadMemory(request);
 }
 
-function onCancelPoll(request: CancelPollRequest): void {
-  recv("cancel_poll", onCancelPoll);
-  cancelPoll(request.pollId);
-}
-
 installExitHooks(() => tracer.flush(true));
 recv("hooks", onHooks);
 recv("flush", onFlush);
 recv("read_memory", onRead);
 recv("watches", onWatches);
-recv("cancel_poll", onCancelPoll);
 tracer.start();
 emit({
   type: "agent_loaded",

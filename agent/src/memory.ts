@@ -166,7 +166,7 @@ function startPoll(recipes: ReadRecipe[], poll: PollSpec): void {
     state.samples += 1;
     emit({ type: "variable_snapshot", pollId: poll.pollId, sec, nsec, results }, data);
     if (state.samples >= expected) {
-      finish(poll.pollId, "complete");
+      finish(poll.pollId);
     }
   };
   polls.set(poll.pollId, state);
@@ -174,14 +174,14 @@ function startPoll(recipes: ReadRecipe[], poll: PollSpec): void {
   tick();
 }
 
-function finish(pollId: number, reason: "complete" | "cancelled"): void {
+function finish(pollId: number): void {
   const state = polls.get(pollId);
   if (state === undefined) {
     return;
   }
   clearInterval(state.timer);
   polls.delete(pollId);
-  emit({ type: "poll_complete", pollId, sampleCount: state.samples, reason });
+  emit({ type: "poll_complete", pollId, sampleCount: state.samples });
 }
 
 export function onReadMemory(request: ReadMemoryRequest): void {
@@ -194,6 +194,3 @@ export function onReadMemory(request: ReadMemoryRequest): void {
   emit({ type: "read_response", requestId: request.requestId, results }, data);
 }
 
-export function cancelPoll(pollId: number): void {
-  finish(pollId, "cancelled");
-}

@@ -104,7 +104,6 @@ export interface PollComplete {
   type: "poll_complete";
   pollId: number;
   sampleCount: number;
-  reason: "complete" | "cancelled";
 }
 
 export type AgentMessage =
@@ -200,11 +199,6 @@ export interface WatchesRequest {
   requestId: number;
   native: NativeWatchSpec[];
   js: JsWatchSpec[];
-}
-
-export interface CancelPollRequest {
-  type: "cancel_poll";
-  pollId: number;
 }
 
 export function emit(message: AgentMessage, data?: ArrayBuffer | null): void {

@@ -253,7 +253,7 @@ class Poll:
     duration_ms: int
     expected: int
     samples: int = 0
-    state: str = "running"  # running | complete | cancelled | process_exited
+    state: str = "running"  # running | complete | process_exited
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -296,7 +296,7 @@ class SessionPolls:
         with self._lock:
             poll = self.polls.get(done.pollId)
             if poll is not None and poll.state == "running":
-                poll.state = done.reason
+                poll.state = "complete"
                 if done.sampleCount != poll.samples:
                     log.info("poll %d: agent took %d samples, %d arrived", done.pollId, done.sampleCount,
                              poll.samples)

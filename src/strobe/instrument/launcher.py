@@ -134,10 +134,6 @@ class ProcessHandle:
         )
         return reply
 
-    def cancel_poll(self, poll_id: int) -> None:
-        with contextlib.suppress(*FRIDA_ERRORS):
-            self.script.post({"type": "cancel_poll", "pollId": poll_id})
-
     def flush(self, timeout: float) -> None:
         """Have the agent send every event recorded so far; returns once they have been delivered."""
         self._request(lambda rid: {"type": "flush", "requestId": rid}, timeout, "flushing its events")

@@ -111,7 +111,6 @@ class PollComplete(BaseModel):
     type: Literal["poll_complete"]
     pollId: int
     sampleCount: int
-    reason: Literal["complete", "cancelled"]
 
 
 AnyAgentMessage = (
