@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Control, StrobeClient, poll
+from tests.e2e.test_read import launch_memory
 from tests.e2e.test_read_variables import launch_ready
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
@@ -80,3 +81,15 @@ async def test_watch_errors_and_limits(
     assert error.code == "WATCH_FAILED" and "not a pointer" in error.message
     # Nothing was half-applied: no watch is active.
     assert (await strobe.call("debug_trace", sessionId=sid))["activeWatches"] == []
+
+
+async def test_a_raw_address_watch_is_read_with_its_type(
+    strobe: StrobeClient, c_target: Callable[[str], Path], project: Path, control: Control
+) -> None:
+    sid, buffer = await launch_memory(strobe, c_target("memory"), project, control)
+    reply = await strobe.call("debug_trace", sessionId=sid, add=["tick"], watches={"add": [
+        {"address": hex(buffer + 4), "type": "u32", "label": "bytes 4-7"},
+    ]})
+    assert reply["activeWatches"] == [{"label": "bytes 4-7", "address": hex(buffer + 4), "type": "u32", "size": 4}]
+    events = await watched(strobe, sid, "tick", 2)
+    assert all(e["watchValues"] == {"bytes 4-7": 0x07060504} for e in events)

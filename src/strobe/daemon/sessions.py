@@ -29,6 +29,7 @@ from strobe.daemon.memory import (
     pair_results,
     prepare_raw,
     prepare_variable,
+    raw_size,
     result_of,
     snapshot_row,
 )
@@ -68,8 +69,6 @@ STOP_TIMEOUT_S = 5.0
 PLAN_WAIT_S = 5.0  # how long a verbose query waits for argument types being worked out (then: raw registers)
 FLUSH_TIMEOUT_S = 2.0
 RETENTION_MS = 7 * 24 * 3600 * 1000
-_RAW_SIZES = {"i8": 1, "u8": 1, "i16": 2, "u16": 2, "i32": 4, "u32": 4, "i64": 8, "u64": 8, "f32": 4, "f64": 8,
-              "pointer": 8}
 
 
 def _now_ms() -> int:
@@ -361,8 +360,9 @@ class SessionManager:
             found = await self.resolve_variables(session_id, variables, live.serialization_depth)
             resolved.update({s.default_label: found[s.variable] for s in specs if s.variable is not None})
         for spec in specs:
-            if spec.address is not None and spec.type is not None:
-                resolved[spec.default_label] = prepare_raw(spec.address, int(_RAW_SIZES[spec.type]), spec.type)
+            size = raw_size(spec.type) if spec.type is not None else None
+            if spec.address is not None and spec.type is not None and size is not None:
+                resolved[spec.default_label] = prepare_raw(spec.address, size, spec.type)
         return resolved
 
     async def _apply_watches(self, live: LiveSession, watches: list[Watch]) -> list[str]:
