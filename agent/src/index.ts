@@ -1,6 +1,7 @@
 import {
   emit,
   FlushRequest,
+  FollowRequest,
   HooksRequest,
   PROTOCOL_VERSION,
   ReadMemoryRequest,
@@ -31,6 +32,12 @@ function onWatches(request: WatchesRequest): void {
   emit({ type: "watches_updated", requestId: request.requestId, activeCount: tracer.watchCount, errors });
 }
 
+function onFollow(request: FollowRequest): void {
+  recv("follow", onFollow);
+  tracer.setFollow(request.funcs);
+  emit({ type: "follow_updated", requestId: request.requestId });
+}
+
 function onRead(request: ReadMemoryRequest): void {
   recv("read_memory", onRead);
   onReadMemory(request);
@@ -41,6 +48,7 @@ recv("hooks", onHooks);
 recv("flush", onFlush);
 recv("read_memory", onRead);
 recv("watches", onWatches);
+recv("follow", onFollow);
 tracer.start();
 emit({
   type: "agent_loaded",

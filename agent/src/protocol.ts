@@ -1,7 +1,7 @@
 // Messages between the host (src/strobe/instrument/protocol.py) and this agent.
 // Both sides use the same `type` tags; bump PROTOCOL_VERSION on any change to a message's shape.
 
-export const PROTOCOL_VERSION = 3;
+export const PROTOCOL_VERSION = 4;
 
 export interface ModuleInfo {
   name: string;
@@ -52,6 +52,8 @@ export interface TraceBatch {
   sampledOut: number; // calls of hot functions skipped by sampling so far (cumulative)
   threads: [number, string][]; // (thread id, name) of threads seen for the first time
   watchValues?: [number, Record<string, unknown>][]; // (sequence number, {JS watch id: value}) of this batch
+  // (sequence number, plan version, {argument index or "r": value}): pointers followed (follow.ts)
+  followValues?: [number, number, Record<string, unknown>][];
 }
 
 export interface SamplingStateChange {
@@ -85,6 +87,11 @@ export interface WatchesUpdated {
   errors: { id: number; error: string }[];
 }
 
+export interface FollowUpdated {
+  type: "follow_updated";
+  requestId: number;
+}
+
 export interface ReadResponse {
   type: "read_response";
   requestId: number;
@@ -116,6 +123,7 @@ export type AgentMessage =
   | Flushed
   | ReadResponse
   | WatchesUpdated
+  | FollowUpdated
   | VariableSnapshot
   | PollComplete;
 
@@ -199,6 +207,29 @@ export interface WatchesRequest {
   requestId: number;
   native: NativeWatchSpec[];
   js: JsWatchSpec[];
+}
+
+// Pointers followed at call time (see follow.ts). A node: `n` bytes to copy at the pointee, C-string
+// pointers at offsets `s`, pointer fields at `p` (offset, node) to follow further; `t: 1` reads a C string.
+// A function's slots: (key, register, node), register 0-5 = rdi..r9 on entry, 6 = rax on exit.
+export interface FollowNode {
+  n: number;
+  s?: number[];
+  p?: [number, number][];
+  t?: number;
+}
+
+export interface FollowFunction {
+  id: number;
+  version: number;
+  nodes: FollowNode[];
+  slots: [string, number, number][];
+}
+
+export interface FollowRequest {
+  type: "follow";
+  requestId: number;
+  funcs: FollowFunction[];
 }
 
 export function emit(message: AgentMessage, data?: ArrayBuffer | null): void {

@@ -5,7 +5,8 @@
 // Record layout (RECORD_SIZE bytes, little endian), decoded by src/strobe/instrument/records.py:
 //   0 u64 timestamp (CLOCK_MONOTONIC ns)   8 u32 thread id   12 u32 function id
 //  16 u16 kind (1 enter, 2 exit, 3 watch)  18 u16 flags (bit 0: captured while sampling; bit 1: native watch
-//      values in the record just before; bit 2: JavaScript watch values under this sequence number)
+//      values in the record just before; bit 2: JavaScript watch values under this sequence number; bit 3:
+//      followed pointer arguments / return value under this sequence number)
 //  20 u32 parent: sequence number of the caller's enter record on this thread (0xffffffff: none)
 //  24 u64[6] enter: integer argument registers; exit: [0] return value, [1] duration ns
 // A record's sequence number is its ring index; each batch says the sequence number of its first record,
@@ -15,6 +16,7 @@
 // Watches: up to 4 scalars at fixed addresses are read right here and written as a KIND_WATCH record
 // (a[slot] = the value's bytes, flags = slot mask) in the slot just before their call's record, committed
 // first; other watches are read by a JavaScript callback (watches.ts) before the call's record is committed.
+// The same callback follows pointer arguments and return values through their types (follow.ts).
 //
 // Hot functions: each function counts its calls per one-second window; past `hotCallsPerSecond` it
 // records only one call in `sampleEvery` (enter and exit together) until a window stays below it.
@@ -29,7 +31,8 @@
 // straight from the ring, small enough that no buffer on the way is big enough to be mmap'd and
 // page-faulted afresh for every batch: the drain is CPU taken from the traced program on a small machine.
 
-import { emit, HookFailure, HookTarget, JsWatchSpec, NativeWatchSpec, SamplingConfig } from "./protocol.js";
+import { ArgFollower } from "./follow.js";
+import { emit, FollowFunction, HookFailure, HookTarget, JsWatchSpec, NativeWatchSpec, SamplingConfig } from "./protocol.js";
 import { JsWatches } from "./watches.js";
 
 export const RECORD_SIZE = 72;
@@ -78,7 +81,8 @@ typedef struct {
   guint32 calls;
   guint32 sampling;
   volatile guint32 sampled_out;
-  volatile guint32 watch_mask; /* bits 0-3: native watch slots read for this function; bit 4: JS watches */
+  volatile guint32 watch_mask; /* bits 0-3: native watch slots read for this function; bit 4: JS watches;
+                                  bit 5: arguments followed on entry; bit 6: return value followed on exit */
   guint32 reserved[2];
 } FState;
 
@@ -129,7 +133,7 @@ typedef struct {
   guint64 anchor_ticks, rate_ticks, next_ticks;
   gint64 anchor_ns, rate_ns, next_ns;
   NativeWatch native[4];
-  void (* js_hook) (guint32 func, guint32 seq);
+  void (* js_hook) (guint32 func, guint32 seq, Record * r, guint32 wm);
 } Shared;
 
 typedef char shared_fits[sizeof (Shared) <= ${SHARED_SIZE} ? 1 : -1];
@@ -149,6 +153,8 @@ extern Shared shared;
 #define FLAG_SAMPLED 1u
 #define FLAG_NATIVE_WATCH 2u
 #define FLAG_JS_WATCH 4u
+#define FLAG_FOLLOWED 8u
+#define JS_WORK (16u | 32u | 64u)
 #define WATCH_SHIFT 8
 #define SKIP 0x80000000u
 
@@ -211,10 +217,13 @@ record_watches (Record * r, guint32 index, guint32 wm)
     r->flags |= FLAG_NATIVE_WATCH;
     COMMIT (index - 1);
   }
-  if ((wm & 16u) != 0 && shared.js_hook != NULL)
+  if ((wm & JS_WORK) != 0 && shared.js_hook != NULL)
   {
-    r->flags |= FLAG_JS_WATCH;
-    shared.js_hook (r->func, index);
+    if ((wm & 16u) != 0)
+      r->flags |= FLAG_JS_WATCH;
+    if ((wm & (r->kind == KIND_ENTER ? 32u : 64u)) != 0)
+      r->flags |= FLAG_FOLLOWED;
+    shared.js_hook (r->func, index, r, wm);
   }
 }
 
@@ -565,7 +574,8 @@ export class Tracer {
   private retiredSampledOut = 0;
   private readonly jsWatches = new JsWatches();
   private nativeWatches: NativeWatchSpec[] = [];
-  private readonly jsHook: NativeCallback<"void", ["uint32", "uint32"]>;
+  private readonly follower = new ArgFollower();
+  private readonly jsHook: NativeCallback<"void", ["uint32", "uint32", "pointer", "uint32"]>;
 
   constructor() {
     this.shared.writeByteArray(new Array(SHARED_SIZE).fill(0));
@@ -585,8 +595,19 @@ export class Tracer {
     });
     this.drainFn = new NativeFunction(this.module.drain, "uint32", ["uint32"]);
     const watches = this.jsWatches;
-    this.jsHook = new NativeCallback((func: number, seq: number) => watches.onRecord(func, seq), "void",
-                                     ["uint32", "uint32"]);
+    const follower = this.follower;
+    this.jsHook = new NativeCallback(
+      (func: number, seq: number, record: NativePointer, mask: number) => {
+        if ((mask & 16) !== 0) {
+          watches.onRecord(func, seq);
+        }
+        if ((mask & 96) !== 0) {
+          follower.onRecord(func, seq, record);
+        }
+      },
+      "void",
+      ["uint32", "uint32", "pointer", "uint32"],
+    );
     new NativeFunction(this.module.js_hook_slot, "pointer", [])().writePointer(this.jsHook);
   }
 
@@ -611,6 +632,17 @@ export class Tracer {
     return errors;
   }
 
+  // Add or replace the pointer-following plans of some functions. Records made under the old plans leave first.
+  setFollow(funcs: FollowFunction[]): void {
+    this.flush();
+    this.follower.configure(funcs);
+    for (const f of funcs) {
+      if (this.listeners.has(f.id)) {
+        this.applyWatchMask(f.id);
+      }
+    }
+  }
+
   get watchCount(): number {
     return this.nativeWatches.length + this.jsWatches.count;
   }
@@ -625,6 +657,7 @@ export class Tracer {
     if (this.jsWatches.appliesTo(id)) {
       mask |= 16;
     }
+    mask |= this.follower.mask(id);
     this.fstate.add(id * FSTATE_SIZE + FSTATE_WATCH_MASK).writeU32(mask);
   }
 
@@ -710,6 +743,7 @@ export class Tracer {
           sampledOut: this.sampledOut,
           threads: this.newThreadNames(),
           watchValues: this.jsWatches.count > 0 ? this.jsWatches.take(firstSeq, n) : undefined,
+          followValues: this.follower.active ? this.follower.take(firstSeq, n) : undefined,
         },
         ArrayBuffer.wrap(this.ring.add(slot * RECORD_SIZE), n * RECORD_SIZE),
       );

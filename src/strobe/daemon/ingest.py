@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from strobe.instrument.records import (
+    FLAG_FOLLOWED,
     FLAG_JS_WATCH,
     FLAG_NATIVE_WATCH,
     FLAG_SAMPLED,
@@ -129,6 +130,12 @@ class WatchValues(Protocol):
     def js(self, values: Any) -> dict[str, Any]: ...
 
 
+class FollowedValues(Protocol):
+    """Decodes pointers the agent followed at call time (daemon.follow.FollowDecoder)."""
+
+    def decode(self, func_id: int, version: int, captured: Any) -> dict[str, Any]: ...
+
+
 @dataclass
 class TraceIngest:
     writer: Writer
@@ -146,6 +153,7 @@ class TraceIngest:
     _params: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     watches: WatchValues | None = None  # set through the ingest queue, so batches decode with their own
     _carried_watch: tuple[int, list[int]] | None = None  # native values whose call is in the next batch
+    follow: FollowedValues | None = None
 
     def hook(self, slot: int, db_key: int, params: int) -> None:
         """Say what a function slot means before the agent can report calls of it."""
@@ -160,6 +168,7 @@ class TraceIngest:
     def on_batch(
         self, data: bytes, count: int, dropped: int, sampled_out: int, threads: list[tuple[int, str]] | None = None,
         first_seq: int = 0, watch_values: list[tuple[int, dict[str, Any]]] | None = None,
+        follow_values: list[tuple[int, int, dict[str, Any]]] | None = None,
     ) -> None:
         records = decode(data, count)
         if threads:
@@ -168,8 +177,13 @@ class TraceIngest:
         first_id = self.writer.reserve_ids(count)
         start = self._seqs.add(first_seq, count, first_id)
         parents = self._seqs.resolve(records["parent"], start + count - 1)
-        extras = self._watch_extras(records, first_seq, watch_values) if self.watches is not None else {}
-        self.writer.submit_block(self._block(records, first_id, parents, extras))
+        extras: dict[int, dict[str, Any]] = {}
+        if self.watches is not None:
+            self._watch_extras(extras, records, first_seq, watch_values)
+        if follow_values and self.follow is not None:
+            self._follow_extras(extras, records, first_seq, follow_values)
+        texts = {i: json.dumps(v, separators=(",", ":"), default=str) for i, v in extras.items() if v}
+        self.writer.submit_block(self._block(records, first_id, parents, texts))
         self.events += count
         if dropped != self.dropped or sampled_out != self.sampled_out:
             self.dropped, self.sampled_out = max(self.dropped, dropped), max(self.sampled_out, sampled_out)
@@ -184,9 +198,10 @@ class TraceIngest:
         self.writer.call(self._store_counters(self.dropped + self.refused, self.sampled_out))
 
     def _watch_extras(
-        self, records: np.ndarray, first_seq: int, js_values: list[tuple[int, dict[str, Any]]] | None
-    ) -> dict[int, str]:
-        """`extra` JSON ({"watchValues": {...}}) by position in the batch, for the calls that carry watch values:
+        self, extras: dict[int, dict[str, Any]], records: np.ndarray, first_seq: int,
+        js_values: list[tuple[int, dict[str, Any]]] | None,
+    ) -> None:
+        """`extra` fields ({"watchValues": {...}}) by position in the batch, for the calls that carry watch values:
         native ones in the KIND_WATCH record just before the call's (committed first, so a batch may end with
         one whose call opens the next batch: it is carried over), JavaScript ones in the batch header by
         sequence number."""
@@ -207,7 +222,24 @@ class TraceIngest:
             i = (seq - first_seq) & 0xFFFF_FFFF
             if i < n and flags[i] & FLAG_JS_WATCH:
                 values.setdefault(i, {}).update(self.watches.js(captured))
-        return {i: json.dumps({"watchValues": v}, separators=(",", ":"), default=str) for i, v in values.items() if v}
+        for i, v in values.items():
+            if v:
+                extras.setdefault(i, {})["watchValues"] = v
+
+    def _follow_extras(
+        self, extras: dict[int, dict[str, Any]], records: np.ndarray, first_seq: int,
+        follow_values: list[tuple[int, int, dict[str, Any]]],
+    ) -> None:
+        """`extra` fields ({"followed": {argument index or "r": value}}) for the calls whose pointers the agent
+        followed, by sequence number in the batch header."""
+        assert self.follow is not None
+        flags, funcs, n = records["flags"], records["func"], len(records)
+        for seq, version, captured in follow_values:
+            i = (seq - first_seq) & 0xFFFF_FFFF
+            if i < n and flags[i] & FLAG_FOLLOWED:
+                followed = self.follow.decode(int(funcs[i]), version, captured)
+                if followed:
+                    extras.setdefault(i, {})["followed"] = followed
 
     def _block(
         self, records: np.ndarray, first_id: int, parents: np.ndarray, extras: dict[int, str] | None = None

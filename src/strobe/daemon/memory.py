@@ -21,6 +21,7 @@ from typing import Any
 from strobe.errors import StrobeError
 from strobe.instrument.protocol import PollComplete, ReadResult, VariableSnapshot
 from strobe.store.schema import EventKind
+from strobe.symbols.decode import strings_by_pointer
 from strobe.symbols.expressions import ReadRecipe, resolve_expression
 from strobe.symbols.types import ValueLayout
 from strobe.symbols.variables import VariableNotFound, variable_index
@@ -112,9 +113,7 @@ def describe_fields(layout: ValueLayout, value: dict[str, Any]) -> dict[str, Any
 
 def _render_recipe(recipe: ReadRecipe) -> Render:
     def render(data: bytes, strings: dict[str, str | None]) -> dict[str, Any]:
-        texts = {int(k): v for k, v in strings.items() if v is not None}
-        pointers = _pointer_keys(data, texts)
-        value = recipe.decode(data, pointers)
+        value = recipe.decode(data, strings_by_pointer(data, {int(k): v for k, v in strings.items()}))
         layout = recipe.layout
         if layout.kind == "struct" and not layout.truncated and recipe.bit_size is None and isinstance(value, dict):
             return {"fields": describe_fields(layout, value)}
@@ -125,20 +124,9 @@ def _render_recipe(recipe: ReadRecipe) -> Render:
 
 def _plain_recipe(recipe: ReadRecipe) -> Plain:
     def plain(data: bytes, strings: dict[str, str | None]) -> Any:
-        texts = {int(k): v for k, v in strings.items() if v is not None}
-        return recipe.decode(data, _pointer_keys(data, texts))
+        return recipe.decode(data, strings_by_pointer(data, {int(k): v for k, v in strings.items()}))
 
     return plain
-
-
-def _pointer_keys(data: bytes, texts: dict[int, str]) -> dict[int, str]:
-    """The agent names each C string by where its pointer sits in the bytes read; decode() looks strings
-    up by the pointer's value."""
-    out: dict[int, str] = {}
-    for offset, text in texts.items():
-        if offset + 8 <= len(data):
-            out[int.from_bytes(data[offset : offset + 8], "little")] = text
-    return out
 
 
 def prepare_variable(modules: Sequence[tuple[str, int]], text: str, depth: int) -> PreparedRead:

@@ -8,9 +8,7 @@ output that preceded them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-import json
 import logging
 import os
 import shutil
@@ -21,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from strobe.daemon.argtypes import ArgumentTypes
 from strobe.daemon.ingest import IngestWorker, TraceIngest
 from strobe.daemon.memory import (
     READ_TIMEOUT_S,
@@ -34,8 +33,7 @@ from strobe.daemon.memory import (
     snapshot_row,
 )
 from strobe.daemon.session_ids import session_base_id
-from strobe.daemon.signatures import register_plan
-from strobe.daemon.symbols import SessionSymbols, TraceableFunction, load_session_symbols, preload_main_index
+from strobe.daemon.symbols import SessionSymbols, load_session_symbols, preload_main_index
 from strobe.daemon.tracing import HookPlan, SessionTrace, parse_patterns, plan_hooks
 from strobe.daemon.watches import (
     Watch,
@@ -98,14 +96,16 @@ class LiveSession:
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     polls: SessionPolls = field(default_factory=SessionPolls)
     watches: list[Watch] = field(default_factory=list)
-    unplanned: list[tuple[int, TraceableFunction]] = field(default_factory=list)  # hooked, types not worked out
-    planning: asyncio.Task[None] | None = None
-    serialization_depth: int = 3
+    types: ArgumentTypes | None = None
     _closed_fds: set[int] = field(default_factory=set)
 
     @property
     def pid(self) -> int:
         return self.record.pid
+
+    @property
+    def serialization_depth(self) -> int:
+        return self.types.depth if self.types is not None else 3
 
     def on_output(self, pid: int, fd: int, data: bytes) -> None:
         kind = EventKind.STDOUT if fd == 1 else EventKind.STDERR
@@ -127,7 +127,7 @@ class LiveSession:
             return
         queued = self.ingest_worker.submit(
             lambda: trace.ingest.on_batch(data, batch.count, batch.dropped, batch.sampledOut, batch.threads,
-                                          batch.firstSeq, batch.watchValues),
+                                          batch.firstSeq, batch.watchValues, batch.followValues),
             batch.count,
         )
         if not queued:
@@ -243,6 +243,7 @@ class SessionManager:
             self._live[live.record.id] = live
             live.start_ns = time.monotonic_ns()
             live.trace = SessionTrace(TraceIngest(self.writer, live.record.key, pid, live.start_ns))
+            live.types = self._argument_types(live, live.trace.ingest)
             modules = live.handle.modules
             cache_dir = self.paths.cache_dir
 
@@ -261,6 +262,23 @@ class SessionManager:
                 await self.worker.run(lambda: self.launcher.kill(pid))
                 raise
             return live, warnings
+
+    def _argument_types(self, live: LiveSession, ingest: TraceIngest) -> ArgumentTypes:
+        async def send_follow(funcs: list[dict[str, Any]]) -> None:
+            handle = live.handle
+            assert handle is not None
+            try:
+                await self.worker.run(lambda: handle.set_follow(funcs))
+            except (ProcessGone, AgentTimeout, FridaAttachFailed) as exc:  # pointers just stay addresses
+                log.info("session %s: argument plans not sent (%s)", live.record.id, exc)
+
+        def spawn(work: Any) -> asyncio.Task[None]:
+            task = asyncio.get_running_loop().create_task(work)
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            return task
+
+        return ArgumentTypes(ingest, self._write, self.ingest.submit, send_follow, spawn)
 
     async def _apply_pending(self, live: LiveSession, settings: Settings) -> list[str]:
         """Hook the staged patterns before the process runs its first instruction."""
@@ -286,8 +304,9 @@ class SessionManager:
         log.info("session %s: process %d gone (%s), exit code %s", live.record.id, live.pid, reason, live.exit_code)
         await self.ingest.barrier()  # the last trace batches are stored before the session reads as ended
         live.polls.process_gone()
-        if not live.stopping:  # ended by itself: its events stay queryable, with types
-            await self.plan_types(live, 0)
+        if not live.stopping and live.types is not None:  # ended by itself: its events stay queryable, with types
+            live.types.following = False
+            await live.types.wait(0)
         await self._finish(live, SessionStatus.STOPPED if live.stopping else SessionStatus.EXITED)
 
     async def _finish(self, live: LiveSession, status: SessionStatus) -> None:
@@ -346,11 +365,12 @@ class SessionManager:
                 warnings += await self._apply_watches(live, watches)
             return live, plan, warnings
 
-    def set_serialization_depth(self, session_id: str, depth: int) -> None:
-        """How deep watch values (and arguments, where followed) expand structs, for what is set from now on."""
+    async def set_serialization_depth(self, session_id: str, depth: int) -> None:
+        """How many struct levels watch values and followed pointer arguments show, from now on."""
         live = self._live.get(session_id)
-        if live is not None:
-            live.serialization_depth = depth
+        if live is not None and live.types is not None:
+            async with live.trace_lock:
+                await live.types.set_depth(depth)
 
     async def _resolve_watches(self, session_id: str, specs: Sequence[WatchSpec]) -> dict[str, PreparedRead]:
         resolved: dict[str, PreparedRead] = {}
@@ -425,56 +445,9 @@ class SessionManager:
             else:
                 trace.hooked[slot] = function
         trace.patterns = plan.patterns
-        live.unplanned += [(trace.slot_of[f.key], f) for f in fresh]  # typed on the next query (see plan_types)
+        if live.types is not None:
+            live.types.hooked([(trace.slot_of[f.key], f) for f in fresh])
         return warnings
-
-    async def plan_types(self, live: LiveSession, wait_s: float) -> None:
-        """Work out the register plans of the functions hooked since the last time (see
-        _store_register_plans), waiting at most wait_s for them. Done lazily, when a query needs them, so the
-        DWARF reading (seconds on a very large binary) never competes with hooking or the launch."""
-        if live.unplanned and (live.planning is None or live.planning.done()):
-            functions, live.unplanned = live.unplanned, []
-            live.planning = asyncio.get_running_loop().create_task(self._store_register_plans(live, functions))
-            self._tasks.add(live.planning)
-            live.planning.add_done_callback(self._tasks.discard)
-        if live.planning is not None and not live.planning.done():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(live.planning), wait_s)
-
-    async def _store_register_plans(self, live: LiveSession, functions: list[tuple[int, TraceableFunction]]) -> None:
-        """Work out, off the hot path and after the hooks are in, how each new function's arguments and return
-        value sit in the captured registers (DWARF types, System V ABI), so queries show them typed. Calls
-        recorded before a plan lands keep the registers the parameter count allowed."""
-        trace = live.trace
-        assert trace is not None
-
-        def plans() -> list[tuple[int, TraceableFunction, str | None]]:
-            out = []
-            for slot, function in functions:
-                try:
-                    plan = register_plan(function.module, function.info.address) if function.info.address else None
-                except Exception:  # a plan is an extra: the raw registers stay available
-                    log.exception("no register plan for %s", function.name)
-                    plan = None
-                out.append((slot, function, plan))
-            return out
-
-        found = await asyncio.to_thread(plans)
-        ingest = trace.ingest
-        keys = {slot: ingest.slots[slot].db_key for slot, _, _ in found if slot in ingest.slots}
-        rows = [(keys[slot], plan) for slot, _, plan in found if plan is not None and slot in keys]
-        if not rows:
-            return
-        await self._write(lambda c: store_functions.set_signatures(c, rows))
-        widths = {slot: int(json.loads(plan).get("registers", 6)) for slot, _, plan in found if plan is not None}
-
-        def widen() -> None:  # keep every register a plan reads (a struct may take two)
-            for slot, width in widths.items():
-                hooked = ingest.slots.get(slot)
-                if hooked is not None:
-                    ingest.hook(slot, hooked.db_key, max(hooked.params, width))
-
-        self.ingest.submit(widen)
 
     # ---- memory reads ----------------------------------------------------------------------------
 
@@ -636,8 +609,8 @@ class SessionManager:
         live = self._live.get(record.id)
         if live is not None:
             self.writer.set_limit(record.key, settings.max_events_per_session)
-            if verbose:
-                await self.plan_types(live, PLAN_WAIT_S)
+            if verbose and live.types is not None:
+                await live.types.wait(PLAN_WAIT_S)
         return await self.reader.run(
             lambda c: query_events(c, record.key, record.id, flt, limit=limit, offset=offset, verbose=verbose)
         )

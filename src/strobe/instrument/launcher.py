@@ -23,6 +23,7 @@ from strobe.instrument.protocol import (
     AgentLoaded,
     AgentLog,
     Flushed,
+    FollowUpdated,
     HooksUpdated,
     ModuleInfo,
     PollComplete,
@@ -134,12 +135,18 @@ class ProcessHandle:
         )
         return reply
 
+    def set_follow(self, funcs: list[dict[str, object]]) -> None:
+        """Add or replace the pointer-following plans of some functions (see daemon.follow); the agent sends
+        what it recorded under the old ones first."""
+        self._request(lambda rid: {"type": "follow", "requestId": rid, "funcs": funcs}, REQUEST_TIMEOUT_S,
+                      "its argument plans were being set")
+
     def flush(self, timeout: float) -> None:
         """Have the agent send every event recorded so far; returns once they have been delivered."""
         self._request(lambda rid: {"type": "flush", "requestId": rid}, timeout, "flushing its events")
 
     def deliver_reply(
-        self, reply: HooksUpdated | Flushed | ReadResponse | WatchesUpdated, data: bytes | None = None
+        self, reply: HooksUpdated | Flushed | ReadResponse | WatchesUpdated | FollowUpdated, data: bytes | None = None
     ) -> None:
         with self._lock:
             waiter = self._replies.pop(reply.requestId, None)
@@ -279,7 +286,7 @@ class Launcher:
             return
         if isinstance(payload, TraceBatch):
             handle.observer.on_trace_batch(handle.pid, payload, data or b"")
-        elif isinstance(payload, HooksUpdated | Flushed | ReadResponse | WatchesUpdated):
+        elif isinstance(payload, HooksUpdated | Flushed | ReadResponse | WatchesUpdated | FollowUpdated):
             handle.deliver_reply(payload, data)
         elif isinstance(payload, VariableSnapshot):
             handle.observer.on_snapshot(handle.pid, payload, data or b"")

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 
 
 class ModuleInfo(BaseModel):
@@ -55,6 +55,8 @@ class TraceBatch(BaseModel):
     sampledOut: int
     threads: list[tuple[int, str]]
     watchValues: list[tuple[int, dict[str, dict[str, Any]]]] | None = None  # (sequence number, {watch id: value})
+    # (sequence number, follow plan version, {argument index or "r": followed value}); see daemon/follow.py
+    followValues: list[tuple[int, int, dict[str, Any]]] | None = None
 
 
 class SamplingStateChange(BaseModel):
@@ -80,6 +82,11 @@ class WatchesUpdated(BaseModel):
     requestId: int
     activeCount: int
     errors: list[WatchError]
+
+
+class FollowUpdated(BaseModel):
+    type: Literal["follow_updated"]
+    requestId: int
 
 
 class ReadResult(BaseModel):
@@ -115,7 +122,7 @@ class PollComplete(BaseModel):
 
 AnyAgentMessage = (
     AgentLoaded | ProcessExit | AgentLog | HooksUpdated | TraceBatch | SamplingStateChange | Flushed
-    | ReadResponse | VariableSnapshot | PollComplete | WatchesUpdated
+    | ReadResponse | VariableSnapshot | PollComplete | WatchesUpdated | FollowUpdated
 )
 AgentMessage = Annotated[AnyAgentMessage, Field(discriminator="type")]
 agent_message_adapter: TypeAdapter[AnyAgentMessage] = TypeAdapter(AgentMessage)

@@ -22,6 +22,7 @@ KIND_WATCH = 3  # native watch values of the record just after it: func = that r
 FLAG_SAMPLED = 1
 FLAG_NATIVE_WATCH = 2  # the record before (KIND_WATCH) holds native watch values, a[slot]
 FLAG_JS_WATCH = 4  # the batch header carries JavaScript watch values under this record's sequence number
+FLAG_FOLLOWED = 8  # the batch header carries followed pointer arguments / return value under this sequence number
 NO_PARENT = 0xFFFFFFFF
 
 

@@ -47,7 +47,7 @@ async def trace(ctx: ToolContext, req: TraceRequest) -> dict[str, Any]:
     record = await manager.get_record(req.sessionId)
     settings = load_settings(ctx.paths, record.project_root)
     if req.serializationDepth is not None:
-        manager.set_serialization_depth(req.sessionId, req.serializationDepth)
+        await manager.set_serialization_depth(req.sessionId, req.serializationDepth)
     live, plan, warnings = await manager.trace(req.sessionId, req.add, req.remove, settings, watch_add, watch_remove)
     assert live.trace is not None
     hooked = len(live.trace.hooked)

@@ -556,6 +556,7 @@ def _to_wire(
     if not verbose:
         return event
     extra_fields = _json(extra) or {}
+    followed = extra_fields.pop("followed", None)
     event.update(
         functionRaw=fraw,
         threadId=tid,
@@ -570,20 +571,26 @@ def _to_wire(
     event.update(extra_fields)
     shown = {k: v for k, v in event.items() if v is not None}
     if plan is not None:
-        _typed(shown, plan, kind, args, retval)
+        _typed(shown, plan, kind, args, retval, followed if isinstance(followed, dict) else {})
     return shown
 
 
-def _typed(event: dict[str, Any], plan: RegisterPlan, kind: int, args: Any, retval: Any) -> None:
+def _typed(
+    event: dict[str, Any], plan: RegisterPlan, kind: int, args: Any, retval: Any, followed: dict[str, Any]
+) -> None:
     """Arguments and return value through the function's register plan: values in parameter order with
-    their names and DWARF types; the return value by its type (none for void; a null pointer shows as null)."""
+    their names and DWARF types; the return value by its type (none for void; a null pointer shows as null).
+    Pointers the agent followed at call time (daemon/follow.py) show what they pointed to instead."""
     if kind == EventKind.FUNCTION_ENTER and (args is None or isinstance(args, bytes)):
         if plan.names:
-            event.update(arguments=plan.arguments(words_of(args)), argumentNames=plan.names,
-                         argumentTypes=plan.types)
+            arguments = plan.arguments(words_of(args))
+            for key, value in followed.items():
+                if key.isdigit() and int(key) < len(arguments):
+                    arguments[int(key)] = value
+            event.update(arguments=arguments, argumentNames=plan.names, argumentTypes=plan.types)
         else:
             event.pop("arguments", None)
     elif kind == EventKind.FUNCTION_EXIT and (retval is None or isinstance(retval, int)):
         event.pop("returnValue", None)
         if plan.returns_value and retval is not None:
-            event["returnValue"] = plan.return_value(retval)
+            event["returnValue"] = followed.get("r", plan.return_value(retval))

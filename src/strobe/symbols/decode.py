@@ -2,6 +2,7 @@
 
     decode(layout, data)                       # data: the bytes at the value's address (read_size(layout) of them)
     decode(layout, data, strings={0x5555: "hi"})  # C strings the agent read behind char* pointers
+    decode(layout, data, named=True)           # structs beyond depth as "<TypeName>" instead of "<struct>"
 
 ints and floats as numbers (NaN/inf as strings), bools, char as a one-character string, pointers as "0x..."
 hex or null (a char* the agent read as its string), enums as the enumerator's name (the number when no
@@ -23,22 +24,32 @@ from strobe.symbols.types import MAX_ARRAY_ITEMS, MAX_STRING, Field, ValueLayout
 _FLOATS = {2: "<e", 4: "<f", 8: "<d"}
 
 
-def decode(layout: ValueLayout, data: bytes, strings: Mapping[int, str] | None = None) -> Any:
+def decode(layout: ValueLayout, data: bytes, strings: Mapping[int, str] | None = None, named: bool = False) -> Any:
     """The JSON value of `data` (little-endian) laid out as `layout`."""
-    return _decode(layout, memoryview(data), 0, strings or {})
+    return _decode(layout, memoryview(data), 0, strings or {}, named)
 
 
-def _decode(layout: ValueLayout, data: memoryview, at: int, strings: Mapping[int, str]) -> Any:
+def strings_by_pointer(data: bytes, texts: Mapping[int, str | None]) -> dict[int, str]:
+    """The agent names each C string it read by where its pointer sits in the bytes read (offset -> text);
+    `decode` looks strings up by the pointer's value."""
+    out: dict[int, str] = {}
+    for offset, text in texts.items():
+        if text is not None and offset >= 0 and offset + 8 <= len(data):
+            out[int.from_bytes(data[offset : offset + 8], "little")] = text
+    return out
+
+
+def _decode(layout: ValueLayout, data: memoryview, at: int, strings: Mapping[int, str], named: bool) -> Any:
     kind = layout.kind
     size = layout.size
     if kind == "struct":
         if layout.truncated:
-            return "<struct>"
-        return {f.name: _field(f, data, at, strings) for f in layout.fields}
+            return f"<{layout.type_name}>" if named else "<struct>"
+        return {f.name: _field(f, data, at, strings, named) for f in layout.fields}
     if kind == "array":
-        return _array(layout, data, at, strings)
+        return _array(layout, data, at, strings, named)
     if kind == "enum" and layout.variants:
-        return _variant(layout, data, at, strings)
+        return _variant(layout, data, at, strings, named)
     if kind in ("void", "function"):
         return None
     if at + size > len(data) or size <= 0:
@@ -70,10 +81,10 @@ def _decode(layout: ValueLayout, data: memoryview, at: int, strings: Mapping[int
     return raw.hex(" ")
 
 
-def _field(field: Field, data: memoryview, base: int, strings: Mapping[int, str]) -> Any:
+def _field(field: Field, data: memoryview, base: int, strings: Mapping[int, str], named: bool) -> Any:
     at = base + field.offset
     if field.bit_size is None:
-        return _decode(field.layout, data, at, strings)
+        return _decode(field.layout, data, at, strings, named)
     bit = field.bit_offset or 0
     width = (bit + field.bit_size + 7) // 8
     if at + width > len(data):
@@ -89,7 +100,7 @@ def _field(field: Field, data: memoryview, base: int, strings: Mapping[int, str]
     return number
 
 
-def _array(layout: ValueLayout, data: memoryview, at: int, strings: Mapping[int, str]) -> Any:
+def _array(layout: ValueLayout, data: memoryview, at: int, strings: Mapping[int, str], named: bool) -> Any:
     element = layout.element
     if element is None:
         return []
@@ -99,13 +110,13 @@ def _array(layout: ValueLayout, data: memoryview, at: int, strings: Mapping[int,
         return chunk[: end if end >= 0 else len(chunk)].decode("utf-8", "replace")
     shown = min(layout.count, MAX_ARRAY_ITEMS)
     step = element.size
-    items = [_decode(element, data, at + i * step, strings) for i in range(shown)]
+    items = [_decode(element, data, at + i * step, strings, named) for i in range(shown)]
     if layout.count > shown:
         items.append(f"<{layout.count - shown} more>")
     return items
 
 
-def _variant(layout: ValueLayout, data: memoryview, at: int, strings: Mapping[int, str]) -> Any:
+def _variant(layout: ValueLayout, data: memoryview, at: int, strings: Mapping[int, str], named: bool) -> Any:
     chosen = None
     discriminant = layout.discriminant
     if discriminant is not None:
@@ -125,7 +136,7 @@ def _variant(layout: ValueLayout, data: memoryview, at: int, strings: Mapping[in
     payload = chosen.field.layout
     if payload.kind == "struct" and not payload.truncated and not payload.fields:
         return chosen.field.name
-    value = _decode(payload, data, at + chosen.field.offset, strings)
+    value = _decode(payload, data, at + chosen.field.offset, strings, named)
     if isinstance(value, dict) and value and all(k.startswith("__") and k[2:].isdigit() for k in value):
         items = list(value.values())  # a tuple variant: Some(5) -> {"Some": 5}
         value = items[0] if len(items) == 1 else items
