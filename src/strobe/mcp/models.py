@@ -159,8 +159,9 @@ class TraceRequest(StrictModel):
     )
     serializationDepth: int | None = Field(
         default=None, ge=1, le=10,
-        description="How deep arguments and return values are followed through pointers and structs (1-10, "
-        "default 3); applies to functions hooked from now on.",
+        description="Struct levels shown when pointer arguments and return values are followed at call time "
+        "(1-10, default 3: head, head->next, head->next->next), and in watch values. Applies to calls from now on "
+        "(watch values: to watches added from now on).",
     )
     watches: WatchChanges | None = Field(
         default=None, description="Variables to read at each traced call (max 32 per session)."
