@@ -36,34 +36,34 @@ interface Budget {
   bytes: number;
 }
 
+const HEX: string[] = Array.from({ length: 256 }, (_, i) => (i < 16 ? "0" : "") + i.toString(16));
+
 function hex(bytes: ArrayBuffer): string {
   const view = new Uint8Array(bytes);
-  let out = "";
+  const parts = new Array<string>(view.length);
   for (let i = 0; i < view.length; i++) {
-    out += (view[i] < 16 ? "0" : "") + view[i].toString(16);
+    parts[i] = HEX[view[i]];
   }
-  return out;
+  return parts.join("");
 }
 
+// A C string of at most MAX_STRING characters. Read up to its NUL in one go (the common case, and cheap);
+// one with no NUL before the end of its mapping faults and is read again up to the mapping's end.
 function cString(address: NativePointer): string | null {
+  let text: string | null;
   try {
-    const bytes = address.readByteArray(MAX_STRING);
-    if (bytes === null) {
-      return null;
-    }
-    const end = new Uint8Array(bytes).indexOf(0);
-    const length = end < 0 ? MAX_STRING : end;
-    try {
-      return address.readUtf8String(length);
-    } catch {
-      return address.readCString(length); // not UTF-8: bytes as Latin-1
-    }
+    text = address.readUtf8String();
   } catch {
-    return shortString(address);
+    try {
+      text = address.readCString(); // not UTF-8: bytes as Latin-1
+    } catch {
+      return shortString(address);
+    }
   }
+  return text !== null && text.length > MAX_STRING ? text.slice(0, MAX_STRING) : text;
 }
 
-// A string close to the end of its mapping: 1 KB at once would fault, so read up to the mapping's end.
+// A string running into the end of its mapping: read up to there.
 function shortString(address: NativePointer): string | null {
   const range = Process.findRangeByAddress(address);
   if (range === null || range.protection[0] !== "r") {
@@ -162,15 +162,13 @@ export class ArgFollower {
       a: at,
       h: hex(bytes),
     };
-    const view = new DataView(bytes);
+    // Pointers inside are read again from the target (one cheap read each) rather than decoded from the bytes.
     if (node.s !== undefined && node.s.length > 0) {
       const strings: Record<string, string | null> = {};
       for (const offset of node.s) {
-        if (offset + 8 <= bytes.byteLength) {
-          const p = ptr(view.getBigUint64(offset, true).toString());
-          if (!p.isNull()) {
-            strings[String(offset)] = cString(p);
-          }
+        const p = address.add(offset).readPointer();
+        if (!p.isNull()) {
+          strings[offset] = cString(p);
         }
       }
       out.s = strings;
@@ -179,12 +177,9 @@ export class ArgFollower {
       const children: Record<string, FollowedValue> = {};
       const below = path.concat([at]);
       for (const [offset, child] of node.p) {
-        if (offset + 8 > bytes.byteLength) {
-          continue;
-        }
-        const p = ptr(view.getBigUint64(offset, true).toString());
+        const p = address.add(offset).readPointer();
         if (!p.isNull()) {
-          children[String(offset)] = this.read(nodes, child, p, below, budget);
+          children[offset] = this.read(nodes, child, p, below, budget);
         }
       }
       out.p = children;

@@ -123,7 +123,7 @@ typedef struct {
   volatile guint32 sample_every;
   volatile guint32 names_head;
   volatile guint32 thread_count;
-  guint32 reserved;
+  volatile guint32 follow_limit; /* calls per window of a function whose pointers are followed */
   guint64 window; /* a sampling window, in clock ticks */
   /* The module's own state lives here too: TinyCC's static variables are read-only once linked. */
   GumTlsKey thread_key;
@@ -343,6 +343,8 @@ on_enter (GumInvocationContext * ic)
   inv->st = st;
   inv->tid = tid;
   wm = fs->watch_mask;
+  if (calls > shared.follow_limit)
+    wm &= ~96u; /* following costs microseconds in JavaScript: past the limit, calls keep their addresses */
   inv->flags |= wm << WATCH_SHIFT;
   RESERVE (r, index, (wm & 15u) != 0 ? 2u : 1u);
   if (st != NULL)
@@ -483,7 +485,9 @@ init (void)
     sample_clocks (&shared.anchor_ticks, &shared.anchor_ns);
   while (shared.anchor_ns - shared.rate_ns < 2000000); /* 2 ms: a first rate, refined at every drain */
   measure_rate ();
-  shared.window = (guint64) (gint64) (1e9 / shared.ns_per_tick);
+  /* Ticks per second in integers: TinyCC's conversion of a large double to a 64-bit integer is unreliable. */
+  shared.window = (shared.anchor_ticks - shared.rate_ticks) * 1000000000ull /
+      (guint64) (shared.anchor_ns - shared.rate_ns);
 #else
   shared.window = WINDOW_NS;
 #endif
@@ -540,6 +544,10 @@ const SHARED_DROPPED = SHARED_HEAD + 8;
 const SHARED_HOT = SHARED_HEAD + 12;
 const SHARED_SAMPLE_EVERY = SHARED_HEAD + 16;
 const SHARED_NAMES_HEAD = SHARED_HEAD + 20;
+const SHARED_FOLLOW_LIMIT = SHARED_HEAD + 28;
+// Calls per second of one function whose pointer arguments are followed (JavaScript, ~10-30 us a call);
+// later calls in the same second show addresses, so following can never take over a hot function.
+const FOLLOW_PER_SECOND = 1000;
 const SHARED_SIZE = SHARED_HEAD + 256;
 const FSTATE_WATCH_MASK = 20;
 const NATIVE_WATCH_SIZE = 16;
@@ -587,6 +595,7 @@ export class Tracer {
     this.shared.add(3 * Process.pointerSize).writePointer(this.names);
     this.shared.add(4 * Process.pointerSize).writePointer(this.threads);
     this.configureSampling({ hotCallsPerSecond: 100000, sampleEvery: 100 });
+    this.shared.add(SHARED_FOLLOW_LIMIT).writeU32(FOLLOW_PER_SECOND);
     this.module = new CModule(cSource(tscIsClocksource()), {
       shared: this.shared,
       clock_gettime: Module.getGlobalExportByName("clock_gettime"),

@@ -89,3 +89,26 @@ async def test_serialization_depth_changes_what_is_followed(
     await control.round(strobe, sid)
     head = (await last_call(strobe, sid, "walk", "function_enter"))["arguments"][0]
     assert head["next"]["next"]["next"] == {"value": 4, "name": "delta", "next": None}
+
+
+async def test_following_is_limited_per_function_and_second(
+    strobe: StrobeClient, c_target: Callable[[str], Path], project: Path, control: Control
+) -> None:
+    sid = await launch_ready(strobe, c_target("follow"), project, control)
+    await strobe.call("debug_trace", sessionId=sid, add=["burst"])
+
+    def followed(events: list[dict[str, Any]]) -> int:
+        return sum(isinstance(e["arguments"][0], dict) for e in events)
+
+    async def a_round_with_followed_calls() -> list[dict[str, Any]] | None:
+        await control.round(strobe, sid)  # 3000 calls of burst, in far less than a second
+        enters = await strobe.all_events(sid, verbose=True, eventType="function_enter", function={"equals": "burst"})
+        last_round = enters[-3000:]
+        return last_round if followed(last_round) else None
+
+    last_round = await poll(a_round_with_followed_calls, 30, "a round with followed calls of burst")
+    assert len(last_round) == 3000
+    assert all(isinstance(e["arguments"][0], dict) or ADDRESS.match(e["arguments"][0]) for e in last_round)
+    # At most 1000 followed calls of a function per second: 2000 if the round straddles two seconds.
+    assert 0 < followed(last_round) <= 2000
+    assert next(e for e in last_round if isinstance(e["arguments"][0], dict))["arguments"][0]["name"] == "alpha"

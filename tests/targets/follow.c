@@ -7,6 +7,7 @@
  *   peek(BAD, 0)         BAD = (struct node *)0x10, never dereferenced by the program
  *   nest(&outer)         outer.mid.inner.x = 7, outer.tag = "deep"
  *   label("plain text")  a char* argument
+ *   burst(&a) 3000 times in a row
  */
 #include <stdio.h>
 #include <sys/stat.h>
@@ -40,6 +41,7 @@ __attribute__((noinline)) int spin(struct node *ring) { return ring->value + rin
 __attribute__((noinline)) int peek(struct node *maybe, int deref) { return deref ? maybe->value : -1; }
 __attribute__((noinline)) int nest(struct outer *o) { return o->mid.inner.x + o->mid.y; }
 __attribute__((noinline)) int label(const char *text) { return text[0]; }
+__attribute__((noinline)) int burst(struct node *n) { return n->value; }
 
 static int exists(const char *name) {
     char path[4096];
@@ -69,6 +71,7 @@ int main(int argc, char **argv) {
         peek((struct node *)0x10, 0);
         nest(&outer);
         label("plain text");
+        for (int i = 0; i < 3000; i++) burst(&a);
         printf("round %d done\n", round);
         fflush(stdout);
     }
