@@ -14,6 +14,9 @@ raise SystemExit(0 if sys.version_info >= (3, 11) else 1)
 PY
 command -v gcc >/dev/null || need_apt+=(gcc libc6-dev)
 command -v make >/dev/null || need_apt+=(make)
+command -v addr2line >/dev/null || need_apt+=(binutils)
+# The symbolizer's tests compare with addr2line, and with llvm-addr2line where binutils misreads DWARF 5.
+compgen -c llvm-addr2line | grep -q . || need_apt+=(llvm)
 "$PYTHON" -c "import venv, ensurepip" 2>/dev/null || need_apt+=(python3-venv)
 
 if [ ${#need_apt[@]} -gt 0 ]; then

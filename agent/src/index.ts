@@ -8,6 +8,7 @@ import {
   WatchesRequest,
 } from "./protocol.js";
 import { onReadMemory } from "./memory.js";
+import { installCrashHandler } from "./crash.js";
 import { installExitHooks } from "./exit.js";
 import { RECORD_SIZE, Tracer } from "./tracer.js";
 
@@ -44,6 +45,7 @@ function onRead(request: ReadMemoryRequest): void {
 }
 
 installExitHooks(() => tracer.flush(true));
+installCrashHandler(() => tracer.flush(true));
 recv("hooks", onHooks);
 recv("flush", onFlush);
 recv("read_memory", onRead);

@@ -1,7 +1,7 @@
 // Messages between the host (src/strobe/instrument/protocol.py) and this agent.
 // Both sides use the same `type` tags; bump PROTOCOL_VERSION on any change to a message's shape.
 
-export const PROTOCOL_VERSION = 4;
+export const PROTOCOL_VERSION = 5;
 
 export interface ModuleInfo {
   name: string;
@@ -113,6 +113,30 @@ export interface PollComplete {
   sampleCount: number;
 }
 
+// A fatal signal (see crash.ts); followed by the stack bytes dumped at `stackBase` (`stackSize` of them).
+export interface CrashFrame {
+  address: string;
+  module: string; // path
+  base: string;
+  returnAddress: boolean; // every frame but the first: the host looks up address - 1
+  scanned?: boolean; // found by scanning the stack, not by unwinding
+}
+
+export interface CrashReport {
+  type: "crash";
+  tid: number;
+  kind: string; // Frida's exception type
+  signal: string;
+  address: string; // where it happened (the pc)
+  memory?: { operation: string; address: string };
+  registers: Record<string, string>;
+  frames: CrashFrame[];
+  stackBase: string;
+  stackSize: number;
+  sec: number; // CLOCK_MONOTONIC, the trace clock
+  nsec: number;
+}
+
 export type AgentMessage =
   | AgentLoaded
   | ProcessExit
@@ -125,7 +149,8 @@ export type AgentMessage =
   | WatchesUpdated
   | FollowUpdated
   | VariableSnapshot
-  | PollComplete;
+  | PollComplete
+  | CrashReport;
 
 // ---- host -> agent ----
 

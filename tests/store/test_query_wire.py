@@ -148,8 +148,9 @@ def test_verbose_null_return_value_is_omitted(conn: sqlite3.Connection, data: Da
     assert event["returnType"] == "null"
 
 
-def test_verbose_crash_merges_extra(conn: sqlite3.Connection, data: Data) -> None:
-    assert wire(conn, data, "e12", verbose=True) == {
+@pytest.mark.parametrize("verbose", [True, False])
+def test_a_crash_shows_every_detail(conn: sqlite3.Connection, data: Data, verbose: bool) -> None:
+    assert wire(conn, data, "e12", verbose=verbose) == {
         "id": eid(data, "e12"),
         "eventType": "crash",
         "timestampNs": 6 * S,

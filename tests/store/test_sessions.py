@@ -133,6 +133,39 @@ def test_finish_process_sets_status_exit_code_and_end(conn: sqlite3.Connection) 
     assert processes(conn, record.key) == [(100, "exited", 3, 1_000, 5_000)]
 
 
+def test_a_crashed_process_keeps_its_signal(conn: sqlite3.Connection) -> None:
+    record = insert(conn, pid=100, started=1_000)
+    ss.finish_process(conn, record.key, 100, SessionStatus.CRASHED, None, 5_000, "SIGSEGV")
+    after = ss.get_session_by_key(conn, record.key)
+    assert after is not None and (after.status, after.signal) == (SessionStatus.CRASHED, "SIGSEGV")
+    assert after.to_wire()["status"] == "crashed" and after.to_wire()["signal"] == "SIGSEGV"
+    assert "signal" not in record.to_wire()
+    row = conn.execute("SELECT status, signal FROM processes WHERE session = ?", (record.key,)).fetchone()
+    assert row == ("crashed", "SIGSEGV")
+
+
+def test_a_store_without_signal_columns_gains_them(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    old = sqlite3.connect(path)
+    old.execute("CREATE TABLE sessions (key INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, "
+                "binary_path TEXT NOT NULL, project_root TEXT NOT NULL, pid INTEGER NOT NULL, "
+                "started_at INTEGER NOT NULL, ended_at INTEGER, status TEXT NOT NULL, exit_code INTEGER, "
+                "retained INTEGER NOT NULL DEFAULT 0, trimmed INTEGER NOT NULL DEFAULT 0)")
+    old.execute("CREATE TABLE processes (session INTEGER NOT NULL, pid INTEGER NOT NULL, status TEXT NOT NULL, "
+                "exit_code INTEGER, started_at INTEGER NOT NULL, ended_at INTEGER, PRIMARY KEY (session, pid)) "
+                "WITHOUT ROWID")
+    old.execute("INSERT INTO sessions (id, binary_path, project_root, pid, started_at, status) "
+                "VALUES ('kept', '/bin/kept', '/proj', 7, 1, 'exited')")
+    old.commit()
+    old.close()
+    c = connect(path)
+    try:
+        kept = ss.get_session(c, "kept")
+        assert kept is not None and kept.signal is None and kept.status is SessionStatus.EXITED
+    finally:
+        c.close()
+
+
 def test_finish_child_process_leaves_session_running(conn: sqlite3.Connection) -> None:
     record = insert(conn, pid=100)
     conn.execute(

@@ -20,6 +20,8 @@ from datetime import datetime
 from typing import Any
 
 from strobe.daemon.argtypes import ArgumentTypes
+from strobe.daemon.crashes import crash_row, describe_crash
+from strobe.daemon.crashes import thread_name as crash_thread_name
 from strobe.daemon.ingest import IngestWorker, TraceIngest
 from strobe.daemon.memory import (
     READ_TIMEOUT_S,
@@ -48,7 +50,14 @@ from strobe.errors import FridaAttachFailed, ProcessExited, SessionExists, Sessi
 from strobe.instrument.agent_build import AgentCache
 from strobe.instrument.command import ResolvedCommand
 from strobe.instrument.launcher import AgentTimeout, Launcher, ProcessGone, ProcessHandle
-from strobe.instrument.protocol import PollComplete, ReadResult, SamplingStateChange, TraceBatch, VariableSnapshot
+from strobe.instrument.protocol import (
+    CrashReport,
+    PollComplete,
+    ReadResult,
+    SamplingStateChange,
+    TraceBatch,
+    VariableSnapshot,
+)
 from strobe.instrument.worker import FridaWorker
 from strobe.paths import StrobePaths
 from strobe.settings import Settings
@@ -56,9 +65,11 @@ from strobe.store import functions as store_functions
 from strobe.store import sessions as store_sessions
 from strobe.store.query import EventFilter, QueryPage, query_events
 from strobe.store.reader import Reader
+from strobe.store.recent import last_calls
 from strobe.store.schema import EventKind
 from strobe.store.sessions import SessionRecord, SessionStatus
 from strobe.store.writer import Writer
+from strobe.symbols.addresses import locate
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +77,7 @@ STREAM_DRAIN_TIMEOUT_S = 5.0
 STOP_TIMEOUT_S = 5.0
 PLAN_WAIT_S = 5.0  # how long a verbose query waits for argument types being worked out (then: raw registers)
 FLUSH_TIMEOUT_S = 2.0
+LAST_EVENTS = 20  # function events of the crashing thread listed in a crash event
 RETENTION_MS = 7 * 24 * 3600 * 1000
 
 
@@ -85,12 +97,14 @@ class LiveSession:
     ingest_worker: IngestWorker
     loop: asyncio.AbstractEventLoop
     on_gone: Any  # Callable[[LiveSession, str], None], called on the event loop
+    on_crashed: Any  # Callable[[LiveSession, int, CrashReport, bytes], None], called on the event loop
     start_ns: int = 0
     handle: ProcessHandle | None = None
     trace: SessionTrace | None = None
     symbols: asyncio.Future[SessionSymbols] | None = None
     trace_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     exit_code: int | None = None
+    crash_signal: str | None = None  # a crash report was stored: the process is dying of this signal
     stopping: bool = False
     streams_closed: threading.Event = field(default_factory=threading.Event)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
@@ -155,6 +169,9 @@ class LiveSession:
     def on_poll_complete(self, pid: int, done: PollComplete) -> None:
         self.polls.on_complete(done)
 
+    def on_crash(self, pid: int, report: CrashReport, stack: bytes) -> None:
+        self.loop.call_soon_threadsafe(self.on_crashed, self, pid, report, stack)
+
 
 class SessionManager:
     def __init__(self, paths: StrobePaths) -> None:
@@ -215,7 +232,8 @@ class SessionManager:
             placeholder = SessionRecord(0, "", command.binary_path, project_root, 0, 0, None,
                                         SessionStatus.RUNNING, None, False, 0)
             live = LiveSession(
-                record=placeholder, writer=self.writer, ingest_worker=self.ingest, loop=loop, on_gone=self._on_gone
+                record=placeholder, writer=self.writer, ingest_worker=self.ingest, loop=loop, on_gone=self._on_gone,
+                on_crashed=self._on_crashed,
             )
             # The main binary's index loads (or builds) while the process is spawned.
             main_index = asyncio.ensure_future(
@@ -307,18 +325,54 @@ class SessionManager:
         if not live.stopping and live.types is not None:  # ended by itself: its events stay queryable, with types
             live.types.following = False
             await live.types.wait(0)
-        await self._finish(live, SessionStatus.STOPPED if live.stopping else SessionStatus.EXITED)
+        if live.stopping:
+            status = SessionStatus.STOPPED
+        elif live.crash_signal is not None and live.exit_code is None:
+            status = SessionStatus.CRASHED
+        else:
+            status = SessionStatus.EXITED
+        await self._finish(live, status)
+
+    def _on_crashed(self, live: LiveSession, pid: int, report: CrashReport, stack: bytes) -> None:
+        task = asyncio.get_running_loop().create_task(self._store_crash(live, pid, report, stack))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _store_crash(self, live: LiveSession, pid: int, report: CrashReport, stack: bytes) -> None:
+        """Store a crash event (after every trace record sent before it), then let the crashing thread go on."""
+        try:
+            await self.ingest.barrier()
+            await self._write(lambda c: None)  # the calls leading up to the crash are committed
+            name = crash_thread_name(pid, report.tid)
+            event = await asyncio.to_thread(describe_crash, report, stack, pid, locate, name)
+            ts = report.sec * 1_000_000_000 + report.nsec - live.start_ns
+            key, sid = live.record.key, live.record.id
+            event["lastEvents"] = await self.reader.run(
+                lambda c: last_calls(c, key, sid, pid, report.tid, ts, LAST_EVENTS)
+            )
+            row = crash_row(key, pid, report.tid, ts, event)
+            self.writer.submit_rows([row])
+            await self._write(lambda c: None)  # committed before the process may die
+            live.crash_signal = report.signal
+            log.info("session %s: %s", sid, event["text"])
+        except Exception:
+            log.exception("session %s: the crash report could not be stored", live.record.id)
+        finally:
+            handle = live.handle
+            if handle is not None:
+                await self.worker.run(handle.ack_crash)
 
     async def _finish(self, live: LiveSession, status: SessionStatus) -> None:
         if live.finished.is_set():
             return
         key, pid, code, ended = live.record.key, live.pid, live.exit_code, _now_ms()
+        signal = live.crash_signal if status is SessionStatus.CRASHED else None
         self._live.pop(live.record.id, None)
         live.polls.process_gone()
         if live.polls.polls:
             self._ended_polls[live.record.id] = live.polls.describe()
         self.launcher.forget(pid)
-        await self._write(lambda c: store_sessions.finish_process(c, key, pid, status, code, ended))
+        await self._write(lambda c: store_sessions.finish_process(c, key, pid, status, code, ended, signal))
         live.finished.set()
 
     # ---- tracing ---------------------------------------------------------------------------------

@@ -18,10 +18,12 @@ from pydantic import ValidationError as PydanticValidationError
 
 from strobe.errors import FridaAttachFailed
 from strobe.instrument.protocol import (
+    CRASH_ACK,
     EXIT_ACK,
     PROTOCOL_VERSION,
     AgentLoaded,
     AgentLog,
+    CrashReport,
     Flushed,
     FollowUpdated,
     HooksUpdated,
@@ -64,6 +66,9 @@ class ProcessObserver(Protocol):
     def on_snapshot(self, pid: int, snapshot: VariableSnapshot, data: bytes) -> None: ...
 
     def on_poll_complete(self, pid: int, done: PollComplete) -> None: ...
+
+    def on_crash(self, pid: int, report: CrashReport, stack: bytes) -> None:
+        """A fatal signal; the crashing thread waits until ProcessHandle.ack_crash()."""
 
 
 @dataclass
@@ -140,6 +145,11 @@ class ProcessHandle:
         what it recorded under the old ones first."""
         self._request(lambda rid: {"type": "follow", "requestId": rid, "funcs": funcs}, REQUEST_TIMEOUT_S,
                       "its argument plans were being set")
+
+    def ack_crash(self) -> None:
+        """Let the crashing thread go on to the signal's handler (the crash report is stored)."""
+        with contextlib.suppress(*FRIDA_ERRORS):  # the process may be gone already
+            self.script.post(CRASH_ACK)
 
     def flush(self, timeout: float) -> None:
         """Have the agent send every event recorded so far; returns once they have been delivered."""
@@ -290,6 +300,8 @@ class Launcher:
             handle.deliver_reply(payload, data)
         elif isinstance(payload, VariableSnapshot):
             handle.observer.on_snapshot(handle.pid, payload, data or b"")
+        elif isinstance(payload, CrashReport):
+            handle.observer.on_crash(handle.pid, payload, data or b"")
         elif isinstance(payload, PollComplete):
             handle.observer.on_poll_complete(handle.pid, payload)
         elif isinstance(payload, SamplingStateChange):

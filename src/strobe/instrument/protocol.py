@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 
 
 class ModuleInfo(BaseModel):
@@ -120,14 +120,46 @@ class PollComplete(BaseModel):
     sampleCount: int
 
 
+class CrashFrame(BaseModel):
+    address: str
+    module: str
+    base: str
+    returnAddress: bool
+    scanned: bool = False  # found by scanning the stack for return addresses, not by unwinding
+
+
+class CrashMemory(BaseModel):
+    operation: str
+    address: str
+
+
+class CrashReport(BaseModel):
+    """A fatal signal (agent/src/crash.ts); the binary payload is the stack dumped at `stackBase`. The crashing
+    thread waits for CRASH_ACK before the signal goes on to the target's handler or its default action."""
+
+    type: Literal["crash"]
+    tid: int
+    kind: str
+    signal: str
+    address: str
+    memory: CrashMemory | None = None
+    registers: dict[str, str]
+    frames: list[CrashFrame]
+    stackBase: str
+    stackSize: int
+    sec: int
+    nsec: int
+
+
 AnyAgentMessage = (
     AgentLoaded | ProcessExit | AgentLog | HooksUpdated | TraceBatch | SamplingStateChange | Flushed
-    | ReadResponse | VariableSnapshot | PollComplete | WatchesUpdated | FollowUpdated
+    | ReadResponse | VariableSnapshot | PollComplete | WatchesUpdated | FollowUpdated | CrashReport
 )
 AgentMessage = Annotated[AnyAgentMessage, Field(discriminator="type")]
 agent_message_adapter: TypeAdapter[AnyAgentMessage] = TypeAdapter(AgentMessage)
 
 EXIT_ACK = {"type": "exit_ack"}
+CRASH_ACK = {"type": "crash_ack"}
 
 
 def hooks_request(

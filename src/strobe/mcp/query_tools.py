@@ -85,7 +85,8 @@ TOOLS = (
         "{equals|isNull}, threadName {contains}, minDurationNs, pid, and timeFrom/timeTo (ns since start, "
         "\"2s\", or \"-5s\" = 5 s before the latest event). Returns {events, totalCount, hasMore}; page with "
         "limit (1-500, default 50) and offset. verbose adds arguments, return values, thread and parent ids. "
-        "Works on running and exited sessions.\n"
+        "Works on running and ended sessions. After a crash, eventType 'crash' gives the signal, fault "
+        "address, symbolized backtrace, registers, stack memory and the crashing thread's last calls.\n"
         'Example: {"sessionId": "server-2026-02-05-14h32", "eventType": "stderr", "limit": 20}',
         query,
     ),

@@ -83,7 +83,7 @@ TOOLS = (
         ListSessionsRequest,
         "List every session Strobe holds: running ones, ones whose process exited (still queryable), and "
         "retained ones. Each has sessionId, binaryPath, pid, startedAt/endedAt (unix ms), status "
-        "(running | exited | stopped) and exitCode once ended. Takes no parameters.\n"
+        "(running | exited | stopped | crashed, with the signal) and exitCode once ended. Takes no parameters.\n"
         "Example: {}",
         list_sessions,
     ),

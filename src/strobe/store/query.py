@@ -548,6 +548,10 @@ def _to_wire(
             event["returnType"] = plan.return_type if plan is not None else _return_type(_decode_retval(retval))
     if text is not None:
         event["text"] = text
+    if kind == EventKind.CRASH:  # the point of a crash event: every detail, verbose or not
+        event.update(pid=pid, threadId=tid, threadName=tname)
+        event.update(_json(extra) or {})
+        return {k: v for k, v in event.items() if v is not None}
     if kind == EventKind.VARIABLE_SNAPSHOT:
         event["values"] = _json(args)  # the point of a snapshot: shown without verbose too
         if not verbose:

@@ -49,8 +49,9 @@ CREATE TABLE IF NOT EXISTS sessions (
     pid INTEGER NOT NULL,
     started_at INTEGER NOT NULL,          -- unix time, milliseconds
     ended_at INTEGER,
-    status TEXT NOT NULL,                 -- running | exited | stopped
+    status TEXT NOT NULL,                 -- running | exited | stopped | crashed
     exit_code INTEGER,
+    signal TEXT,                          -- crashed: the fatal signal
     retained INTEGER NOT NULL DEFAULT 0,
     trimmed INTEGER NOT NULL DEFAULT 0,   -- events dropped by the per-session FIFO limit
     dropped INTEGER NOT NULL DEFAULT 0,   -- trace events lost because the agent's ring was full
@@ -61,6 +62,7 @@ CREATE TABLE IF NOT EXISTS processes (
     pid INTEGER NOT NULL,
     status TEXT NOT NULL,
     exit_code INTEGER,
+    signal TEXT,
     started_at INTEGER NOT NULL,
     ended_at INTEGER,
     PRIMARY KEY (session, pid)
@@ -186,6 +188,8 @@ _ADDED_COLUMNS = (
     ("sessions", "sampled_out", "INTEGER NOT NULL DEFAULT 0"),
     ("functions", "params", "INTEGER"),
     ("functions", "signature", "TEXT"),
+    ("sessions", "signal", "TEXT"),
+    ("processes", "signal", "TEXT"),
 )
 
 

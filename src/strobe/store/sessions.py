@@ -13,6 +13,7 @@ class SessionStatus(StrEnum):
     RUNNING = "running"
     EXITED = "exited"
     STOPPED = "stopped"
+    CRASHED = "crashed"
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class SessionRecord:
     trimmed: int
     dropped: int = 0
     sampled_out: int = 0
+    signal: str | None = None  # crashed: the fatal signal ("SIGSEGV")
 
     def to_wire(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -42,6 +44,8 @@ class SessionRecord:
         }
         if self.status is not SessionStatus.RUNNING:
             out["exitCode"] = self.exit_code
+        if self.signal is not None:
+            out["signal"] = self.signal
         if self.retained:
             out["retained"] = True
         return out
@@ -49,16 +53,16 @@ class SessionRecord:
 
 _COLUMNS = (
     "key, id, binary_path, project_root, pid, started_at, ended_at, status, exit_code, retained, trimmed, "
-    "dropped, sampled_out"
+    "dropped, sampled_out, signal"
 )
 
 
 def _record(row: tuple[Any, ...]) -> SessionRecord:
-    key, sid, binary, root, pid, started, ended, status, code, retained, trimmed, dropped, sampled_out = row
+    key, sid, binary, root, pid, started, ended, status, code, retained, trimmed, dropped, sampled_out, signal = row
     return SessionRecord(
         key=key, id=sid, binary_path=binary, project_root=root, pid=pid, started_at=started, ended_at=ended,
         status=SessionStatus(status), exit_code=code, retained=bool(retained), trimmed=trimmed,
-        dropped=dropped, sampled_out=sampled_out,
+        dropped=dropped, sampled_out=sampled_out, signal=signal,
     )
 
 
@@ -97,15 +101,18 @@ def insert_session(
 
 
 def finish_process(
-    conn: sqlite3.Connection, session: int, pid: int, status: SessionStatus, exit_code: int | None, ended_at: int
+    conn: sqlite3.Connection, session: int, pid: int, status: SessionStatus, exit_code: int | None, ended_at: int,
+    signal: str | None = None,
 ) -> None:
+    """A process of the session ended; the session's own status follows its launched process."""
     conn.execute(
-        "UPDATE processes SET status = ?, exit_code = ?, ended_at = ? WHERE session = ? AND pid = ?",
-        (status.value, exit_code, ended_at, session, pid),
+        "UPDATE processes SET status = ?, exit_code = ?, ended_at = ?, signal = ? WHERE session = ? AND pid = ?",
+        (status.value, exit_code, ended_at, signal, session, pid),
     )
     conn.execute(
-        "UPDATE sessions SET status = ?, exit_code = ?, ended_at = ? WHERE key = ? AND pid = ? AND status = ?",
-        (status.value, exit_code, ended_at, session, pid, SessionStatus.RUNNING.value),
+        "UPDATE sessions SET status = ?, exit_code = ?, ended_at = ?, signal = ? "
+        "WHERE key = ? AND pid = ? AND status = ?",
+        (status.value, exit_code, ended_at, signal, session, pid, SessionStatus.RUNNING.value),
     )
 
 

@@ -1,0 +1,124 @@
+"""A crash report from the agent (agent/src/crash.ts) turned into a `crash` event: the backtrace symbolized
+(function, file:line per frame), the stack dump around the frame pointer, the thread's name.
+
+    event = describe_crash(report, stack, pid, locate, thread_name)   # the event's fields (JSON)
+    crash_row(session, pid, ts_ns, event)                               # its events row
+
+`locate(module_path, static_address)` gives a frame's source location (symbols/addresses.locate). Return
+addresses point after their call instruction, so every frame but the first is looked up at address - 1 (the
+call itself; the line shown is the call's line, the address shown the one on the stack). Symbolizing never
+fails the report: a frame that cannot be located keeps its address and module.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+from strobe.instrument.protocol import CrashReport
+from strobe.store.schema import EventKind
+from strobe.symbols.addresses import SourceLocation
+from strobe.symbols.elf import read_elf_info
+
+log = logging.getLogger(__name__)
+
+Locate = Callable[[str, int], SourceLocation | None]
+
+_ACCESS = {"read": "read", "write": "write", "execute": "execute"}
+
+
+def describe_crash(
+    report: CrashReport, stack: bytes, pid: int, locate: Locate, thread_name: str | None
+) -> dict[str, Any]:
+    """The crash event's fields, as debug_query shows them."""
+    backtrace = [_frame(f.address, f.module, f.base, f.returnAddress, locate) for f in report.frames]
+    for frame, sent in zip(backtrace, report.frames, strict=True):
+        if sent.scanned:
+            frame["scanned"] = True
+    top = next((f for f in backtrace if f.get("function")), None)
+    event: dict[str, Any] = {
+        "signal": report.signal,
+        "exceptionType": report.kind,
+        "address": report.address,
+        "threadId": report.tid,
+    }
+    if thread_name:
+        event["threadName"] = thread_name
+    if report.memory is not None:
+        event["faultAddress"] = report.memory.address
+        event["access"] = _ACCESS.get(report.memory.operation, report.memory.operation)
+    if top is not None:
+        event.update(function=top["function"], sourceFile=top.get("file"), line=top.get("line"))
+    event["backtrace"] = backtrace
+    event["registers"] = report.registers
+    if stack:
+        fp = int(report.registers.get("rbp", "0"), 16)
+        base = int(report.stackBase, 16)
+        event["frameMemory"] = {"address": report.stackBase, "framePointer": hex(fp), "size": len(stack),
+                                "belowFramePointer": max(fp - base, 0), "hex": stack.hex()}
+    event["text"] = summary(event)
+    return event
+
+
+def summary(event: dict[str, Any]) -> str:
+    """One line: 'SIGSEGV (read of 0x0) in crash_worker at crash.c:12, thread worker-1 (1234)'."""
+    out = str(event["signal"])
+    if "access" in event:
+        out += f" ({event['access']} of {event['faultAddress']})"
+    where = event.get("function")
+    if where:
+        out += f" in {where}"
+        if event.get("sourceFile"):
+            out += f" at {os.path.basename(str(event['sourceFile']))}:{event.get('line')}"
+    else:
+        out += f" at {event['address']}"
+    thread = event.get("threadName")
+    out += f", thread {thread} ({event['threadId']})" if thread else f", thread {event['threadId']}"
+    return out
+
+
+def crash_row(session: int, pid: int, tid: int, ts_ns: int, event: dict[str, Any]) -> tuple[Any, ...]:
+    """An events row (EVENT_COLUMNS order): the summary as text, the rest as extra JSON."""
+    fields = {k: v for k, v in event.items() if k != "text"}
+    return (session, ts_ns, int(EventKind.CRASH), pid, tid, None, None, None, None, None, event["text"], None,
+            json.dumps(fields, separators=(",", ":")))
+
+
+def thread_name(pid: int, tid: int) -> str | None:
+    """The thread's name while the crashing thread waits (it is still alive)."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/comm", encoding="utf-8", errors="replace") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def _frame(address: str, module: str, base: str, return_address: bool, locate: Locate) -> dict[str, Any]:
+    out: dict[str, Any] = {"address": address, "module": os.path.basename(module)}
+    try:
+        runtime = int(address, 16)
+        static = runtime - int(base, 16) + _image_base(module)
+        found = locate(module, static - 1 if return_address else static)
+    except Exception:  # symbolizing is best effort: the address and module stay
+        log.exception("cannot symbolize %s in %s", address, module)
+        return out
+    if found is not None:
+        if found.function:
+            out["function"] = found.function
+        if found.file:
+            out["file"] = found.file
+        if found.line:
+            out["line"] = found.line
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _image_base(path: str) -> int:
+    try:
+        return read_elf_info(path).image_base
+    except Exception:  # not readable as ELF (vdso, deleted file): symbolize nothing
+        raise ValueError(f"{path}: not an ELF file") from None

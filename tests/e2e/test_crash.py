@@ -1,0 +1,101 @@
+"""Crash capture: a fatal signal becomes a stored `crash` event (signal, fault, registers, symbolized backtrace,
+stack memory, the crashing thread's last calls) before the process dies as it would without Strobe."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Control, StrobeClient
+from tests.e2e.test_trace import launch_ready
+
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
+
+
+async def crash_run(
+    strobe: StrobeClient, binary: Path, project: Path, control: Control, mode: str, status: str = "crashed",
+    trace: tuple[str, ...] = ("prepare", "crash_worker", "check_value", "divide", "trap_here"),
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """Launch `crash MODE`, trace, let it run; returns (session id, its listed session, its one crash event)."""
+    sid = await launch_ready(strobe, binary, project, mode, str(control.directory))
+    await strobe.call("debug_trace", sessionId=sid, add=list(trace))
+    (control.directory / "go").touch()
+    listed = await strobe.wait_for_status(sid, status, timeout=30)
+    crashes = await strobe.all_events(sid, eventType="crash")
+    assert len(crashes) == 1, crashes
+    return sid, listed, crashes[0]
+
+
+def frame_functions(crash: dict[str, Any]) -> list[str]:
+    return [f.get("function", "?") for f in crash["backtrace"]]
+
+
+async def test_null_dereference_on_a_worker_thread(
+    strobe: StrobeClient, c_target: Callable[[str], Path], project: Path, control: Control
+) -> None:
+    sid, listed, crash = await crash_run(strobe, c_target("crash"), project, control, "null-worker")
+    assert listed["signal"] == "SIGSEGV" and listed["exitCode"] is None
+    assert crash["signal"] == "SIGSEGV" and crash["access"] == "write" and int(crash["faultAddress"], 16) == 0
+    assert crash["threadName"] == "crasher"
+    assert crash["function"] == "crash_worker" and crash["sourceFile"].endswith("crash.c")
+    source = (Path(__file__).parents[1] / "targets" / "crash.c").read_text().splitlines()
+    assert "*target = value + local_marker;" in source[crash["line"] - 1]
+    # The faulting frame first, then its caller (a return address, shown at the line of the call).
+    functions = frame_functions(crash)
+    assert functions[0] == "crash_worker" and functions[1] == "crasher"
+    assert "crash_worker((int *)arg, 42);" in source[crash["backtrace"][1]["line"] - 1]
+    assert crash["registers"]["pc"] == crash["address"] and set(crash["registers"]) >= {"sp", "rbp", "rdi"}
+    memory = crash["frameMemory"]
+    data = bytes.fromhex(memory["hex"])
+    assert memory["size"] == len(data) == 640 and memory["belowFramePointer"] == 512
+    assert (0x5EED).to_bytes(4, "little") in data[:512]  # crash_worker's local, below its frame pointer
+    # The crashing thread's last calls, up to the crash, and the crash among the timeline's events.
+    assert [(e["eventType"], e["function"]) for e in crash["lastEvents"]][-1:] == [("function_enter", "crash_worker")]
+    assert re.match(r"SIGSEGV \(write of 0x0\) in crash_worker at crash\.c:\d+, thread crasher", crash["text"])
+    everything = await strobe.all_events(sid)
+    assert everything[-1]["eventType"] == "crash" or any(e["eventType"] == "crash" for e in everything)
+    assert not any(e.get("text") == "not crashed\n" for e in everything)
+
+
+async def test_failed_assert_aborts(
+    strobe: StrobeClient, c_target: Callable[[str], Path], project: Path, control: Control
+) -> None:
+    sid, listed, crash = await crash_run(strobe, c_target("crash"), project, control, "assert")
+    assert crash["signal"] == "SIGABRT" and listed["signal"] == "SIGABRT"
+    assert "check_value" in frame_functions(crash)
+    stderr = await strobe.all_events(sid, eventType="stderr")
+    assert any("Assertion" in e["text"] and "value == 3" in e["text"] for e in stderr)  # libc's own message
+
+
+async def test_division_by_zero_and_illegal_instruction(
+    strobe: StrobeClient, c_target: Callable[[str], Path], project: Path, control: Control
+) -> None:
+    _, _, crash = await crash_run(strobe, c_target("crash"), project, control, "divide")
+    assert crash["signal"] == "SIGFPE" and crash["function"] == "divide" and "access" not in crash
+    control.directory.joinpath("go").unlink()
+    _, _, crash = await crash_run(strobe, c_target("crash"), project, control, "trap")
+    assert crash["signal"] == "SIGILL" and crash["function"] == "trap_here"
+
+
+async def test_the_targets_own_handler_still_runs(
+    strobe: StrobeClient, c_target: Callable[[str], Path], project: Path, control: Control
+) -> None:
+    sid, listed, crash = await crash_run(strobe, c_target("crash"), project, control, "own-handler", status="exited")
+    assert listed["exitCode"] == 3 and "signal" not in listed  # it handled the signal and exited by itself
+    assert crash["signal"] == "SIGSEGV" and crash["function"] == "crash_worker"
+    stderr = await strobe.all_events(sid, eventType="stderr")
+    assert any(e["text"] == "own handler ran\n" for e in stderr)
+
+
+async def test_ten_crashes_in_a_row_store_ten_crash_events(
+    strobe: StrobeClient, c_target: Callable[[str], Path], project: Path, control: Control
+) -> None:
+    binary = c_target("crash")
+    for _ in range(10):
+        control.directory.joinpath("go").unlink(missing_ok=True)
+        _, listed, crash = await crash_run(strobe, binary, project, control, "null-worker", trace=("prepare",))
+        assert listed["status"] == "crashed" and crash["function"] == "crash_worker"
