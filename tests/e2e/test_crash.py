@@ -53,6 +53,7 @@ async def test_null_dereference_on_a_worker_thread(
     data = bytes.fromhex(memory["hex"])
     assert memory["size"] == len(data) == 640 and memory["belowFramePointer"] == 512
     assert (0x5EED).to_bytes(4, "little") in data[:512]  # crash_worker's local, below its frame pointer
+    assert crash["locals"] == {"target": None, "value": 42, "local_marker": 0x5EED}  # read from that dump
     # The crashing thread's last calls, up to the crash, and the crash among the timeline's events.
     assert [(e["eventType"], e["function"]) for e in crash["lastEvents"]][-1:] == [("function_enter", "crash_worker")]
     assert re.match(r"SIGSEGV \(write of 0x0\) in crash_worker at crash\.c:\d+, thread crasher", crash["text"])

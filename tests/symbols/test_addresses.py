@@ -295,6 +295,7 @@ def test_c_locations_are_absolute_and_exact(programs: Programs, variant: str) ->
     assert first.file == str(programs.c_dir / "cprog_util.c")  # compiled as a relative path: joined with comp_dir
     assert first.line in first_lines("cprog_util.c", "util_scale")
     assert located(binary, start + size - 1).function == "util_scale"
+    assert first.function_start == located(binary, start + size - 1).function_start == start
     assert first.inlined_into is None
     # A static inline function of a header: the header's rows, not the .c file's (binutils 2.40 says .c here).
     clamp, _ = symbol(binary, "util_clamp")
@@ -389,7 +390,7 @@ def test_addresses_outside_code_have_no_location(programs: Programs, variant: st
 def test_binaries_without_dwarf_get_symbol_names_only(programs: Programs) -> None:
     binary = programs.build("c-nodebug")
     start, size = symbol(binary, "process_command")
-    assert located(binary, start + size // 2) == SourceLocation("process_command", None, None)
+    assert located(binary, start + size // 2) == SourceLocation("process_command", None, None, function_start=start)
     stripped = programs.build("c-stripped")
     assert located(stripped, start).file is None
 

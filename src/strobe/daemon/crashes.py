@@ -1,5 +1,6 @@
 """A crash report from the agent (agent/src/crash.ts) turned into a `crash` event: the backtrace symbolized
-(function, file:line per frame), the stack dump around the frame pointer, the thread's name.
+(function, file:line per frame), the stack dump around the frame pointer, the crashing function's locals
+read from that dump (symbols/frame_locals.py), the thread's name.
 
     event = describe_crash(report, stack, pid, locate, thread_name)   # the event's fields (JSON)
     crash_row(session, pid, ts_ns, event)                               # its events row
@@ -23,11 +24,13 @@ from strobe.instrument.protocol import CrashReport
 from strobe.store.schema import EventKind
 from strobe.symbols.addresses import SourceLocation
 from strobe.symbols.elf import read_elf_info
+from strobe.symbols.frame_locals import frame_locals
 
 log = logging.getLogger(__name__)
 
 Locate = Callable[[str, int], SourceLocation | None]
 
+_MAX_FRAME = 1 << 20  # bytes between a frame pointer and its caller's, at most, for a plausible frame chain
 _ACCESS = {"read": "read", "write": "write", "execute": "execute"}
 
 
@@ -35,7 +38,8 @@ def describe_crash(
     report: CrashReport, stack: bytes, pid: int, locate: Locate, thread_name: str | None
 ) -> dict[str, Any]:
     """The crash event's fields, as debug_query shows them."""
-    backtrace = [_frame(f.address, f.module, f.base, f.returnAddress, locate) for f in report.frames]
+    located = [_frame(f.address, f.module, f.base, f.returnAddress, locate) for f in report.frames]
+    backtrace = [frame for frame, _ in located]
     for frame, sent in zip(backtrace, report.frames, strict=True):
         if sent.scanned:
             frame["scanned"] = True
@@ -60,6 +64,15 @@ def describe_crash(
         base = int(report.stackBase, 16)
         event["frameMemory"] = {"address": report.stackBase, "framePointer": hex(fp), "size": len(stack),
                                 "belowFramePointer": max(fp - base, 0), "hex": stack.hex()}
+        where = located[0][1] if located else None
+        if where is not None and where.function_start is not None and _own_frame(report, fp, base, stack):
+            try:
+                found = frame_locals(report.frames[0].module, where.function_start, fp, base, stack)
+            except Exception:  # locals are an extra: the rest of the report stands
+                log.exception("cannot read the locals of %s", where.function)
+                found = None
+            if found:
+                event["locals"] = found
     event["text"] = summary(event)
     return event
 
@@ -97,7 +110,24 @@ def thread_name(pid: int, tid: int) -> str | None:
         return None
 
 
-def _frame(address: str, module: str, base: str, return_address: bool, locate: Locate) -> dict[str, Any]:
+def _own_frame(report: CrashReport, fp: int, base: int, stack: bytes) -> bool:
+    """Whether rbp looks like the crashing function's frame pointer: the return address into its caller (the
+    next frame) sits just above it, or (a hooked function's return address is Frida's) the caller's saved
+    frame pointer just below that is a little higher up the stack. Not so in code built without frame
+    pointers, or in a function's prologue (the pc was then moved to the function's start, see crash.ts)."""
+    frames = report.frames
+    if len(frames) < 2 or frames[0].address != report.address:
+        return False
+    at = fp - base
+    if not 0 <= at <= len(stack) - 16:
+        return False
+    saved_fp, return_address = (int.from_bytes(stack[i : i + 8], "little") for i in (at, at + 8))
+    return return_address == int(frames[1].address, 16) or fp < saved_fp < fp + _MAX_FRAME
+
+
+def _frame(
+    address: str, module: str, base: str, return_address: bool, locate: Locate
+) -> tuple[dict[str, Any], SourceLocation | None]:
     out: dict[str, Any] = {"address": address, "module": os.path.basename(module)}
     try:
         runtime = int(address, 16)
@@ -105,7 +135,7 @@ def _frame(address: str, module: str, base: str, return_address: bool, locate: L
         found = locate(module, static - 1 if return_address else static)
     except Exception:  # symbolizing is best effort: the address and module stay
         log.exception("cannot symbolize %s in %s", address, module)
-        return out
+        return out, None
     if found is not None:
         if found.function:
             out["function"] = found.function
@@ -113,7 +143,7 @@ def _frame(address: str, module: str, base: str, return_address: bool, locate: L
             out["file"] = found.file
         if found.line:
             out["line"] = found.line
-    return out
+    return out, found
 
 
 @functools.lru_cache(maxsize=64)

@@ -91,6 +91,7 @@ class SourceLocation:
     file: str | None  # absolute when the line table gives a directory
     line: int | None
     inlined_into: str | None = None  # not computed: always None
+    function_start: int | None = None  # the function's static low_pc (its symbol's address without DWARF)
 
 
 def locate(path: str, address: int) -> SourceLocation | None:
@@ -374,10 +375,10 @@ class _Binary:
                 self.readable = self._load()
             if not self.readable:
                 return None
-            function = self._function(address)
+            function, start = self._function(address)
             found = self._line(address)
         file, line = found if found is not None else (None, None)
-        return SourceLocation(function, file, line)
+        return SourceLocation(function, file, line, function_start=start)
 
     def _load(self) -> bool:
         """Read the executable sections' ranges, the DWARF sections and the symbol tables; False if the
@@ -401,15 +402,16 @@ class _Binary:
         return True
 
     # --- functions -------------------------------------------------------------------------------
-    def _function(self, address: int) -> str | None:
+    def _function(self, address: int) -> tuple[str | None, int | None]:
+        """The name and start of the function containing `address`."""
         if self._functions is None:
             self._functions = self._function_map()
         found = self._functions.covering(address)
         if found:
             assert self._index is not None
-            return self._index.function(found[0][2]).name
+            return self._index.function(found[0][2]).name, found[0][0]
         found = self._symbol_map().covering(address)
-        return demangle(self.symbols.name(found[0][2])).name if found else None
+        return (demangle(self.symbols.name(found[0][2])).name, found[0][0]) if found else (None, None)
 
     def _function_map(self) -> _Ranges:
         """Ranges of the indexed functions with a known size (inline-only entries left out)."""
