@@ -43,6 +43,7 @@ from elftools.elf.elffile import ELFFile
 
 from strobe.errors import ValidationError
 from strobe.symbols.demangle import demangle
+from strobe.symbols.dwarf_dies import range_list
 from strobe.symbols.dwarf_forms import (
     AT_HIGH_PC,
     AT_LOW_PC,
@@ -551,36 +552,11 @@ def _unit_ranges(unit: Unit, decl: AbbrevDecl, start: int) -> list[tuple[int, in
         elif attr == AT_RANGES:
             ranges, ranges_is_index = value, form == FORM_RNGLISTX
     if ranges is not None:
-        if unit.version >= 5 or ranges_is_index:
-            offset = ranges
-            if ranges_is_index:
-                at = unit.rnglists_base + ranges * unit.offset_size
-                offset = unit.rnglists_base + read_uint(unit.sections.rnglists, at, unit.offset_size)
-            return list(unit.rnglist(offset))
-        return _debug_ranges(unit, ranges)
+        return range_list(unit, ranges, ranges_is_index)
     if low is not None and high is not None:
         end = low + high if high_is_offset else high
         return [(low, end)] if end > low else []
     return []
-
-
-def _debug_ranges(unit: Unit, offset: int) -> list[tuple[int, int]]:
-    """A DWARF 2-4 range list of .debug_ranges (base address entries followed)."""
-    data, size = unit.sections.ranges, unit.address_size
-    top = (1 << (8 * size)) - 1
-    base = unit.base_address
-    found: list[tuple[int, int]] = []
-    pos = offset
-    while pos + 2 * size <= len(data):
-        begin, end = read_uint(data, pos, size), read_uint(data, pos + size, size)
-        pos += 2 * size
-        if begin == 0 and end == 0:
-            break
-        if begin == top:
-            base = end
-        elif end > begin:
-            found.append((base + begin, base + end))
-    return found
 
 
 def _read_aranges(data: bytes) -> list[tuple[int, int, int]]:
