@@ -43,7 +43,7 @@ export interface HooksUpdated {
   failed: HookFailure[];
 }
 
-// Followed by `count` binary trace records (see tracer.ts for the layout).
+// Followed by `count` binary trace records (see tracer_native.ts for the layout).
 export interface TraceBatch {
   type: "trace_batch";
   count: number;

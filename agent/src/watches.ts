@@ -1,5 +1,5 @@
 // Watches read in JavaScript: pointer chains, structs, C strings and `expr` expressions — whatever the
-// CModule cannot read by itself (it reads up to 4 scalars at fixed addresses natively, see tracer.ts).
+// CModule cannot read by itself (it reads up to 4 scalars at fixed addresses natively, see tracer_native.ts).
 // The CModule calls `onRecord` for a call of a function some JS watch applies to, before the record is
 // committed; the values are kept by the record's sequence number and leave with the batch holding it.
 

@@ -1,4 +1,4 @@
-"""Decoding of the agent's binary trace records (layout documented in agent/src/tracer.ts)."""
+"""Decoding of the agent's binary trace records (layout documented in agent/src/tracer_native.ts)."""
 
 from __future__ import annotations
 
