@@ -60,13 +60,12 @@ from strobe.symbols.dwarf_forms import (
     TAG_COMPILE_UNIT,
     TAG_PARTIAL_UNIT,
     AbbrevDecl,
+    initial_length,
     parse_abbrev_table,
     read_sleb,
     read_uint,
     read_uleb,
     u16,
-    u32,
-    u64,
 )
 from strobe.symbols.dwarf_lines import line_table_files
 from strobe.symbols.dwarf_scan import list_units
@@ -205,13 +204,7 @@ def _decode_line_rows(
     Of several rows at one address the last is kept (as addr2line and llvm-symbolizer do). Sequences that do
     not start in one of the `code` ranges (the executable sections) are dropped: the linker leaves the line
     programs of discarded functions in place, relocated to 0 or to a tombstone address."""
-    length = u32(data, offset)
-    pos = offset + 4
-    offset_size = 4
-    if length == 0xFFFFFFFF:
-        length = u64(data, pos)
-        pos += 8
-        offset_size = 8
+    length, pos, offset_size = initial_length(data, offset)
     end = pos + length
     version = u16(data, pos)
     pos += 2
@@ -565,13 +558,7 @@ def _read_aranges(data: bytes) -> list[tuple[int, int, int]]:
     found: list[tuple[int, int, int]] = []
     offset = 0
     while offset + 16 <= len(data):
-        length = u32(data, offset)
-        pos = offset + 4
-        offset_size = 4
-        if length == 0xFFFFFFFF:
-            length = u64(data, pos)
-            pos += 8
-            offset_size = 8
+        length, pos, offset_size = initial_length(data, offset)
         end = pos + length
         if length == 0 or end > len(data):
             break

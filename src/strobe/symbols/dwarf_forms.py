@@ -183,6 +183,15 @@ def u64(data: bytes, pos: int) -> int:
     return value
 
 
+
+def initial_length(data: bytes, offset: int) -> tuple[int, int, int]:
+    """A DWARF unit's initial length at `offset`: (length, where what it measures starts, offset size: 4 in
+    32-bit DWARF, 8 in 64-bit DWARF, announced by a 0xffffffff escape)."""
+    length = u32(data, offset)
+    if length == 0xFFFFFFFF:
+        return u64(data, offset + 4), offset + 12, 8
+    return length, offset + 4, 4
+
 def read_uint(data: bytes, pos: int, size: int) -> int:
     if size == 4:
         return u32(data, pos)

@@ -22,12 +22,12 @@ from strobe.symbols.dwarf_forms import (
     FORM_STRX3,
     FORM_STRX4,
     FORM_UDATA,
+    initial_length,
     read_cstr,
     read_uint,
     read_uleb,
     skip_form,
     u16,
-    u32,
 )
 
 if TYPE_CHECKING:
@@ -47,12 +47,7 @@ def _join(directory: str, name: str) -> str:
 
 def line_table_files(unit: Unit, offset: int) -> list[str | None]:
     data = unit.sections.line
-    length = u32(data, offset)
-    pos = offset + 4
-    offset_size = 4
-    if length == 0xFFFFFFFF:
-        pos += 8
-        offset_size = 8
+    _, pos, offset_size = initial_length(data, offset)
     version = u16(data, pos)
     pos += 2
     if version >= 5:

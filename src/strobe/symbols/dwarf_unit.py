@@ -64,14 +64,13 @@ from strobe.symbols.dwarf_forms import (
     FORM_STRX4,
     FORM_UDATA,
     AbbrevDecl,
+    initial_length,
     read_cstr,
     read_sleb,
     read_uint,
     read_uleb,
     skip_form,
     u16,
-    u32,
-    u64,
 )
 from strobe.symbols.dwarf_lines import line_table_files
 
@@ -128,13 +127,7 @@ class Unit:
         data = sections.info
         self.sections = sections
         self.offset = offset
-        length = u32(data, offset)
-        pos = offset + 4
-        self.offset_size = 4
-        if length == 0xFFFFFFFF:
-            length = u64(data, pos)
-            pos += 8
-            self.offset_size = 8
+        length, pos, self.offset_size = initial_length(data, offset)
         self.end = pos + length
         self.version = u16(data, pos)
         pos += 2
