@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "control.h"
 
 struct node {
     int value;
@@ -23,7 +24,6 @@ struct inner { int x; };
 struct mid { struct inner inner; int y; };
 struct outer { struct mid mid; const char *tag; };
 
-static const char *control;
 
 __attribute__((noinline)) int walk(struct node *head, const char *what) {
     int sum = 0;
@@ -42,13 +42,6 @@ __attribute__((noinline)) int peek(struct node *maybe, int deref) { return deref
 __attribute__((noinline)) int nest(struct outer *o) { return o->mid.inner.x + o->mid.y; }
 __attribute__((noinline)) int label(const char *text) { return text[0]; }
 __attribute__((noinline)) int burst(struct node *n) { return n->value; }
-
-static int exists(const char *name) {
-    char path[4096];
-    struct stat st;
-    snprintf(path, sizeof path, "%s/%s", control, name);
-    return stat(path, &st) == 0;
-}
 
 int main(int argc, char **argv) {
     control = argc > 1 ? argv[1] : ".";

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "control.h"
 
 struct Point { int x; int y; };
 struct Inner { double ratio; struct Point pos; };
@@ -33,7 +34,6 @@ unsigned char g_buffer[256];
 volatile long g_ticks = 0;
 enum Mode g_mode = MODE_RUN;
 
-static const char *control;
 
 __attribute__((noinline)) long tick(long n) { return n * 2 + s_hidden; }
 
@@ -46,13 +46,6 @@ static void *ticker(void *arg) {
         usleep(20000);
     }
     return NULL;
-}
-
-static int exists(const char *name) {
-    char path[4096];
-    struct stat st;
-    snprintf(path, sizeof path, "%s/%s", control, name);
-    return stat(path, &st) == 0;
 }
 
 int main(int argc, char **argv) {

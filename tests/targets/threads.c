@@ -6,20 +6,13 @@
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "control.h"
 
 #define THREADS 4
 #define CALLS 3000
 
-static const char *control;
 
 __attribute__((noinline)) int tagged(int thread, int k) { return thread * 100000 + k; }
-
-static int exists(const char *name) {
-    char path[4096];
-    struct stat st;
-    snprintf(path, sizeof path, "%s/%s", control, name);
-    return stat(path, &st) == 0;
-}
 
 static void *run(void *arg) {
     long id = (long)arg;

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "control.h"
 
-static const char *control;
 
 __attribute__((noinline)) int early_setup(int level) { return level + 1; }
 __attribute__((noinline)) int init_config(int value) { return value * 2; }
@@ -38,13 +38,6 @@ static void *worker(void *arg) {
 }
 
 __attribute__((constructor)) static void before_main(void) { early_setup(7); }
-
-static int exists(const char *name) {
-    char path[4096];
-    struct stat st;
-    snprintf(path, sizeof path, "%s/%s", control, name);
-    return stat(path, &st) == 0;
-}
 
 int main(int argc, char **argv) {
     init_config(42);
