@@ -18,6 +18,16 @@ command -v addr2line >/dev/null || need_apt+=(binutils)
 # The symbolizer's tests compare with addr2line, and with llvm-addr2line where binutils misreads DWARF 5.
 compgen -c llvm-addr2line | grep -q . || need_apt+=(llvm)
 "$PYTHON" -c "import venv, ensurepip" 2>/dev/null || need_apt+=(python3-venv)
+# Test targets and test-framework adapters: real toolchains and frameworks, built and run at test time.
+command -v g++ >/dev/null || need_apt+=(g++)
+command -v cargo >/dev/null || need_apt+=(cargo)
+command -v go >/dev/null || need_apt+=(golang-go)
+command -v npm >/dev/null || need_apt+=(nodejs npm)
+[ -f /usr/include/catch2/catch.hpp ] || need_apt+=(catch2)
+[ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev)
+# Stacks of a stuck test: eu-stack (fast), gdb (richer).
+command -v eu-stack >/dev/null || need_apt+=(elfutils)
+command -v gdb >/dev/null || need_apt+=(gdb)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "bootstrap: installing ${need_apt[*]} with apt-get"
@@ -32,4 +42,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[dev]'
+# JavaScript test frameworks (jest, vitest, mocha, bun, deno) for the adapter tests, pinned in package.json.
+if [ ! -f tests/toolchains/node_modules/.package-lock.json ] \
+   || [ tests/toolchains/package.json -nt tests/toolchains/node_modules/.package-lock.json ]; then
+  (cd tests/toolchains && npm install --no-audit --no-fund --loglevel=error)
+fi
 echo "bootstrap: ready (.venv)"
