@@ -77,6 +77,7 @@ class WatchFailed(StrobeError):
 
 
 class TestRunNotFound(StrobeError):
+    __test__ = False  # not a pytest test class
     code = ErrorCode.TEST_RUN_NOT_FOUND
 
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 
 class TestLevel(StrEnum):
+    __test__ = False  # not a pytest test class
+
     UNIT = "unit"
     INTEGRATION = "integration"
     E2E = "e2e"
@@ -31,6 +33,8 @@ class TestCommand:
     """One process to run. `report` is the file the framework writes its machine-readable report to (None when
     the report is the process's stdout, e.g. `go test -json`)."""
 
+    __test__ = False  # not a pytest test class
+
     argv: list[str]
     cwd: Path
     env: dict[str, str] = field(default_factory=dict)  # added to the daemon's environment
@@ -40,6 +44,8 @@ class TestCommand:
 @dataclass
 class TestCase:
     """One test as the framework's report describes it. `name` is what single_test_command accepts."""
+
+    __test__ = False  # not a pytest test class
 
     name: str
     outcome: Outcome

@@ -1,0 +1,433 @@
+"""Test runs as plain subprocesses (no Frida): the debug_test path taken when nothing is to be traced.
+
+A run spawns the adapter's command in its own session (so the whole tree can be killed), streams its output
+into the adapter's live progress and a details file, samples the stuck detector every couple of seconds, and
+enforces a hard time limit per level. At the end the adapter parses the framework's report and the run's
+result takes the shape of debug_test_status's response. Runs are asyncio tasks; several may overlap.
+
+Child exit is watched with a pidfd rather than asyncio's subprocess support, which in Python 3.11 does not
+report an exit while a forgotten grandchild still holds the output pipes: here the run ends when the test
+process does, and whatever it left behind is killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shlex
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from strobe.errors import TestRunNotFound, ValidationError
+from strobe.testing.adapters.base import FinishedRun, TestAdapter
+from strobe.testing.model import LiveProgress, Outcome, ParsedRun, TestCase, TestCommand, TestLevel
+from strobe.testing.stacks import all_processes, pipe_holders
+from strobe.testing.stuck import SAMPLE_INTERVAL_S, StuckDetector, StuckVerdict
+
+log = logging.getLogger(__name__)
+
+HARD_TIMEOUTS_S: dict[TestLevel | None, float] = {
+    TestLevel.UNIT: 5 * 60, TestLevel.INTEGRATION: 10 * 60, TestLevel.E2E: 30 * 60, None: 30 * 60}  # None: all
+MAX_KEPT_RUNS = 50  # finished runs remembered (and their details files kept)
+DRAIN_AFTER_EXIT_S = 5.0  # output still buffered in the pipes after the test process ended
+READ_CHUNK = 65536
+
+Baselines = Callable[[str, str], float | None]  # (framework, test name) -> average duration in ms
+RecordDurations = Callable[[str, list[tuple[str, float]]], None]  # (framework, [(test name, ms)])
+DetectorFactory = Callable[..., StuckDetector]
+
+
+@dataclass(eq=False)
+class TestRun:
+    """One run's state. `status` is "running", "completed" or "failed"; `result`/`error` are set at the end."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    id: str
+    adapter: TestAdapter
+    command: TestCommand
+    test_name: str | None
+    level: TestLevel | None
+    project_root: Path
+    details: Path
+    started: float = field(default_factory=time.monotonic)
+    progress: LiveProgress = field(default_factory=LiveProgress)
+    status: str = "running"
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    verdict: StuckVerdict | None = None
+    cancelled: bool = False
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    process: subprocess.Popen[bytes] | None = None
+    detector: StuckDetector | None = None
+    task: asyncio.Task[None] | None = None
+    output: dict[str, list[bytes]] = field(default_factory=lambda: {"stdout": [], "stderr": []})
+    pipes: set[int] = field(default_factory=set)  # inodes of the output pipes, to find processes holding them
+    log_file: TextIO | None = None
+
+    def fail(self, error: str) -> None:
+        self.status, self.error = "failed", error
+
+
+class TestRunner:
+    """Every plain-subprocess test run of the daemon: start, poll, cancel, close."""
+
+    __test__ = False
+
+    def __init__(self, details_dir: Path, *, baselines: Baselines | None = None,
+                 record_durations: RecordDurations | None = None,
+                 timeouts: Mapping[TestLevel | None, float] | None = None,
+                 sample_interval_s: float = SAMPLE_INTERVAL_S,
+                 detector_factory: DetectorFactory = StuckDetector) -> None:
+        self.details_dir = details_dir
+        self._baselines, self._record = baselines, record_durations
+        self._timeouts = {**HARD_TIMEOUTS_S, **(timeouts or {})}
+        self._interval, self._new_detector = sample_interval_s, detector_factory
+        self._runs: dict[str, TestRun] = {}
+
+    # ---- public API ----
+
+    async def start(self, adapter: TestAdapter, command: TestCommand, test_name: str | None = None,
+                    level: TestLevel | None = None, *, project_root: Path | None = None,
+                    run_id: str | None = None) -> str:
+        """Spawn the command and return the run's id at once. A command that cannot start still gets an id: its
+        status is "failed" with an error saying what to fix."""
+        if not command.argv:
+            raise ValidationError("The test command is empty: the adapter built no argv. Pass `framework` to pick "
+                                  "another adapter, or `command` with the test binary.")
+        run_id = run_id or str(uuid.uuid4())
+        self.details_dir.mkdir(parents=True, exist_ok=True)
+        run = TestRun(run_id, adapter, command, test_name, level, project_root or command.cwd,
+                      self.details_dir / f"{run_id}.log")
+        self._runs[run_id] = run
+        self._evict()
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **command.env}  # Python test runners: lines as they happen
+        try:
+            run.process = subprocess.Popen(command.argv, cwd=command.cwd, env=env, stdin=subprocess.DEVNULL,
+                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        except OSError as exc:
+            run.fail(_spawn_error(command, exc))
+            run.done.set()
+            return run_id
+        run.pipes = {os.fstat(pipe.fileno()).st_ino for pipe in (run.process.stdout, run.process.stderr) if pipe}
+        run.detector = self._new_detector(run.process.pid, time.monotonic(), adapter.stack_kind)
+        run.task = asyncio.create_task(self._supervise(run), name=f"test-run-{run_id}")
+        return run_id
+
+    def get(self, run_id: str) -> TestRun:
+        run = self._runs.get(run_id)
+        if run is None:
+            raise TestRunNotFound(
+                f"No test run with ID '{run_id}'. Runs live until the daemon restarts (the last {MAX_KEPT_RUNS} "
+                "finished ones are kept): check the ID from debug_test's response, or start a new run with debug_test.")
+        return run
+
+    async def status(self, run_id: str, wait_s: float = 15.0) -> dict[str, Any]:
+        """debug_test_status's response: waits up to `wait_s` for the run to finish, then reports where it is."""
+        run = self.get(run_id)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(run.done.wait(), timeout=wait_s)
+        if not run.done.is_set():
+            return {"testRunId": run.id, "status": "running", "progress": self._progress(run)}
+        if run.status == "failed":
+            return {"testRunId": run.id, "status": "failed", "error": run.error}
+        return {"testRunId": run.id, "status": "completed", "result": run.result}
+
+    async def cancel(self, run_id: str) -> None:
+        """Kill the run's process tree; the run ends as "failed" (cancelled)."""
+        run = self.get(run_id)
+        if not run.done.is_set():
+            run.cancelled = True
+            await self._kill(run)
+            await run.done.wait()
+
+    async def close(self) -> None:
+        """Kill every running test (daemon shutdown)."""
+        await asyncio.gather(*(self.cancel(run.id) for run in list(self._runs.values()) if not run.done.is_set()))
+
+    # ---- the run ----
+
+    async def _supervise(self, run: TestRun) -> None:
+        assert run.process is not None and run.process.stdout is not None and run.process.stderr is not None
+        loop = asyncio.get_running_loop()
+        closed = {"stdout": asyncio.Event(), "stderr": asyncio.Event()}
+        try:
+            run.log_file = run.details.open("w", encoding="utf-8", errors="replace", buffering=1)  # tail -f
+            run.log_file.write(f"# strobe test run {run.id}\n# command: {shlex.join(run.command.argv)}\n"
+                               f"# cwd: {run.command.cwd}\n# framework: {run.adapter.display_name}\n\n")
+            for stream, pipe in (("stdout", run.process.stdout), ("stderr", run.process.stderr)):
+                os.set_blocking(pipe.fileno(), False)
+                loop.add_reader(pipe.fileno(), self._on_readable, run, stream, pipe.fileno(), closed[stream], [])
+            await self._watch(run)
+            await self._kill(run)  # whatever the test left running
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*(e.wait() for e in closed.values())), DRAIN_AFTER_EXIT_S)
+            await self._finish(run)
+        except Exception as exc:  # a bug here must still end the run, with the process tree gone
+            log.exception("test run %s failed", run.id)
+            await self._kill(run)
+            run.fail(f"Internal error while running the tests: {exc!r}. The output so far is in {run.details}.")
+        finally:
+            for stream, pipe in (("stdout", run.process.stdout), ("stderr", run.process.stderr)):
+                if not closed[stream].is_set():
+                    loop.remove_reader(pipe.fileno())
+                pipe.close()
+            if run.process.poll() is None:  # this task was cancelled mid-run: the test must not outlive it
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(run.process.pid, signal.SIGKILL)
+                run.process.wait()
+            if run.log_file:
+                run.log_file.close()
+            run.done.set()
+
+    def _on_readable(self, run: TestRun, stream: str, fd: int, closed: asyncio.Event, partial: list[bytes]) -> None:
+        """Read what the pipe has; complete lines go to the details file and the adapter. `partial` holds the
+        chunks of an unfinished line (kept as a list: a huge line without newlines must not cost O(n²))."""
+        try:
+            data = os.read(fd, READ_CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if data:
+            run.output[stream].append(data)
+            if run.detector:
+                run.detector.output_seen(time.monotonic())
+            if b"\n" not in data:
+                partial.append(data)
+                return
+            *lines, rest = (b"".join(partial) + data).split(b"\n")
+            partial[:] = [rest] if rest else []
+        else:
+            asyncio.get_running_loop().remove_reader(fd)
+            closed.set()
+            lines = [b"".join(partial)] if partial else []
+            partial.clear()
+        for raw in lines:
+            line = raw.decode(errors="replace").rstrip("\r")
+            if run.log_file:
+                run.log_file.write(f"[stderr] {line}\n" if stream == "stderr" else f"{line}\n")
+            try:
+                run.adapter.on_line(line, stream, run.progress, time.monotonic_ns())
+            except Exception:  # live progress is best effort; the report decides the result
+                log.exception("%s.on_line failed on %r", run.adapter.name, line)
+
+    async def _watch(self, run: TestRun) -> None:
+        """Until the test process exits: sample the stuck detector, enforce the hard limit, kill when stuck."""
+        assert run.process is not None and run.detector is not None
+        exited = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        pidfd = os.pidfd_open(run.process.pid)
+        loop.add_reader(pidfd, exited.set)
+        limit = self._timeouts[run.level]  # a single test without a level gets the whole run's limit
+        deadline, next_sample = run.started + limit, run.started + self._interval
+        try:
+            while not exited.is_set():
+                wake = min(next_sample, deadline) - time.monotonic() if not run.verdict else 1.0
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(exited.wait(), max(0.0, wake))
+                if exited.is_set():
+                    break
+                if run.verdict:  # killed, yet still there (uninterruptible sleep?): try again each second
+                    await self._kill(run)
+                    continue
+                now = time.monotonic()
+                if now >= deadline:
+                    what = f"{run.level.value} tests" if run.level else "a whole test run"
+                    run.verdict = await asyncio.to_thread(run.detector.timeout_verdict, limit, what, now)
+                    await self._kill(run)
+                elif now >= next_sample:
+                    run.verdict = await asyncio.to_thread(run.detector.sample, now)
+                    next_sample = max(next_sample + self._interval, time.monotonic())  # on the beat, no drift
+                    if run.verdict:
+                        await self._kill(run)
+        finally:
+            loop.remove_reader(pidfd)
+            os.close(pidfd)
+
+    async def _kill(self, run: TestRun) -> None:
+        """SIGKILL the run's process group, session, every process ever seen in its tree (checked against its
+        start time, so a reused pid is spared) and any holding its output pipes, repeating until none is left:
+        forks racing the kill are caught on the next pass. The test process itself stays a zombie until reaped."""
+        if run.process is None:
+            return
+        root = run.process.pid
+        seen = run.detector.seen if run.detector else {}
+        for _ in range(40):
+            processes = all_processes()
+            victims = {p.pid for p in processes
+                       if p.session == root or p.pgrp == root or seen.get(p.pid) == p.start_ticks}
+            victims |= pipe_holders(run.pipes) & {p.pid for p in processes}
+            grew = True
+            while grew:  # and their descendants, wherever they moved to
+                more = {p.pid for p in processes if p.ppid in victims} - victims
+                victims |= more
+                grew = bool(more)
+            victims.discard(os.getpid())
+            if not victims:
+                return
+            for pid in victims:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            await asyncio.sleep(0.05)  # let the kernel turn them into zombies before looking again
+        log.warning("test run %s: processes survived SIGKILL", run.id)
+
+    # ---- the result ----
+
+    async def _finish(self, run: TestRun) -> None:
+        assert run.process is not None
+        code = run.process.wait()
+        finished = FinishedRun(run.command, b"".join(run.output["stdout"]).decode(errors="replace"),
+                               b"".join(run.output["stderr"]).decode(errors="replace"), code)
+        try:
+            parsed = await asyncio.to_thread(run.adapter.parse, finished)
+        except Exception as exc:
+            log.exception("%s.parse failed", run.adapter.name)
+            parsed = ParsedRun([], error=f"The {run.adapter.display_name} adapter could not read the report: {exc!r}")
+        duration_ms = int((time.monotonic() - run.started) * 1000)
+        if run.cancelled:
+            run.fail(f"The test run was cancelled and its processes killed. Output so far: {run.details}")
+        elif parsed.error and not run.verdict:
+            run.fail(f"{parsed.error}\n(full output: {run.details})")
+        else:
+            run.status, run.result = "completed", self._result(run, parsed.cases, duration_ms)
+        self._write_results(run, parsed, code)
+        durations = [(c.name, c.duration_ms) for c in parsed.cases if c.duration_ms is not None
+                     and c.outcome is not Outcome.SKIPPED]
+        if self._record and durations and not run.cancelled:
+            try:
+                self._record(run.adapter.name, [(name, float(ms)) for name, ms in durations])
+            except Exception:
+                log.exception("recording test durations failed")
+
+    def _result(self, run: TestRun, cases: list[TestCase], duration_ms: int) -> dict[str, Any]:
+        counts = {o: sum(1 for c in cases if c.outcome is o) for o in Outcome}
+        if not cases and run.verdict:  # killed before any report: the live counts are all there is
+            counts = {Outcome.PASSED: run.progress.passed, Outcome.FAILED: run.progress.failed,
+                      Outcome.SKIPPED: run.progress.skipped}
+        summary: dict[str, Any] = {"passed": counts[Outcome.PASSED], "failed": counts[Outcome.FAILED],
+                                   "skipped": counts[Outcome.SKIPPED], "durationMs": duration_ms}
+        result: dict[str, Any] = {"framework": run.adapter.display_name, "summary": summary,
+                                  "failures": [self._failure(run.adapter, c) for c in cases
+                                               if c.outcome is Outcome.FAILED],
+                                  "stuck": [], "details": str(run.details)}
+        if run.verdict:
+            summary["stuck"] = 1
+            current = run.progress.current_started_ns
+            elapsed = (time.monotonic_ns() - current) // 1_000_000 if current else duration_ms
+            name = run.progress.current_test or run.test_name or f"(whole run of {Path(run.command.argv[0]).name})"
+            result["stuck"].append({"name": name, "elapsedMs": elapsed, "diagnosis": run.verdict.diagnosis,
+                                    "threads": run.verdict.threads(), "suggestedTraces": run.verdict.suggested_traces})
+        elif not cases:
+            info = run.adapter.project_info(run.project_root)
+            result["noTests"] = True
+            result["project"] = {"language": info.language, "buildSystem": info.build_system,
+                                 "testFiles": info.test_files}
+            result["hint"] = _no_tests_hint(run)
+        return result
+
+    @staticmethod
+    def _failure(adapter: TestAdapter, case: TestCase) -> dict[str, Any]:
+        try:
+            traces = adapter.suggest_traces(case)
+        except Exception:
+            log.exception("%s.suggest_traces failed", adapter.name)
+            traces = []
+        failure: dict[str, Any] = {"name": case.name, "message": case.message or "Failed (no message in the report)",
+                                   "suggestedTraces": traces}
+        if case.file:
+            failure["file"] = case.file
+        if case.line is not None:
+            failure["line"] = case.line
+        return failure
+
+    def _write_results(self, run: TestRun, parsed: ParsedRun, code: int) -> None:
+        if run.log_file is None:
+            return
+        out = run.log_file
+        out.write(f"\n# ---- exit status {code}; {len(parsed.cases)} test(s) in the report ----\n")
+        if parsed.error:
+            out.write(f"# report error: {parsed.error}\n")
+        for case in parsed.cases:
+            where = f" ({case.file}:{case.line})" if case.file else ""
+            took = f" [{case.duration_ms:.0f} ms]" if case.duration_ms is not None else ""
+            out.write(f"\n{case.outcome.value.upper()} {case.name}{where}{took}\n")
+            for label, text in (("message", case.message), ("output", case.output)):
+                if text:
+                    out.write(f"  {label}:\n" + "".join(f"    {line}\n" for line in text.splitlines()))
+            if case.stack:
+                out.write("  stack:\n" + "".join(f"    {frame}\n" for frame in case.stack))
+        if run.verdict:
+            out.write(f"\nSTUCK: {run.verdict.diagnosis}\n")
+            for thread in run.verdict.threads():
+                out.write(f"  thread {thread['name']}:\n")
+                out.write("".join(f"    {frame}\n" for frame in thread["stack"]))
+
+    # ---- progress ----
+
+    def _progress(self, run: TestRun) -> dict[str, Any]:
+        now_ns = time.monotonic_ns()
+        p = run.progress
+        progress: dict[str, Any] = {"elapsedMs": int((time.monotonic() - run.started) * 1000), "passed": p.passed,
+                                    "failed": p.failed, "skipped": p.skipped, "phase": p.phase.value, "warnings": []}
+        if p.current_test:
+            progress["currentTest"] = p.current_test
+            if p.current_started_ns is not None:
+                progress["currentTestElapsedMs"] = (now_ns - p.current_started_ns) // 1_000_000
+            if (baseline := self._baseline(run.adapter.name, p.current_test)) is not None:
+                progress["currentTestBaselineMs"] = baseline
+        detector = run.detector
+        if detector and (warning := detector.warning):
+            entry: dict[str, Any] = {"idleMs": int((time.monotonic() - detector.last_output) * 1000),
+                                     "diagnosis": warning.diagnosis, "suggestedTraces": warning.suggested_traces}
+            if p.current_test:
+                entry["testName"] = p.current_test
+            progress["warnings"].append(entry)
+        return progress
+
+    def _baseline(self, framework: str, test: str) -> int | None:
+        if self._baselines is None:
+            return None
+        try:
+            value = self._baselines(framework, test)
+        except Exception:
+            log.exception("looking up the baseline of %s failed", test)
+            return None
+        return None if value is None else round(value)
+
+    def _evict(self) -> None:
+        finished = [run for run in self._runs.values() if run.done.is_set()]
+        for run in finished[: max(0, len(finished) - MAX_KEPT_RUNS)]:
+            del self._runs[run.id]
+            run.details.unlink(missing_ok=True)
+
+
+def _spawn_error(command: TestCommand, exc: OSError) -> str:
+    program = command.argv[0]
+    if isinstance(exc, FileNotFoundError) and not command.cwd.is_dir():
+        return f"The project directory {command.cwd} does not exist: pass the project's root as projectRoot."
+    if isinstance(exc, FileNotFoundError):
+        return (f"Could not start the tests: `{program}` was not found (on PATH, or relative to {command.cwd}). "
+                "Install it, or pass `framework` to use another test framework, or `command` with the test "
+                f"binary's path. Command: {shlex.join(command.argv)}")
+    if isinstance(exc, PermissionError):
+        return f"Could not start the tests: `{program}` is not executable (chmod +x it, or check its path)."
+    return f"Could not start the tests ({exc}). Command: {shlex.join(command.argv)} in {command.cwd}"
+
+
+def _no_tests_hint(run: TestRun) -> str:
+    name = run.adapter.display_name
+    if run.test_name:
+        return (f"No test matched '{run.test_name}'. The name is matched as a substring where {name} allows: check "
+                "the spelling, or run without `test` to see every test's name.")
+    level = f" at level '{run.level.value}' (omit `level` to run them all)" if run.level else ""
+    return (f"{name} ran but reported no tests{level}. Check that the test files follow {name}'s naming "
+            f"conventions, or pass `framework` if {name} is the wrong framework for this project.")

@@ -1,0 +1,3 @@
+module example.com/gobasic
+
+go 1.21

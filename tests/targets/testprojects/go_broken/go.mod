@@ -1,0 +1,3 @@
+module example.com/gobroken
+
+go 1.21

@@ -1,0 +1,3 @@
+module example.com/shout
+
+go 1.21

@@ -1,0 +1,9 @@
+package shout
+
+import "testing"
+
+func TestShout(t *testing.T) {
+	if Shout("hi") != "HI" {
+		t.Fatal("not loud")
+	}
+}

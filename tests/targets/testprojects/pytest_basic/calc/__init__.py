@@ -1,0 +1,1 @@
+"""A tiny calculator: the code under test."""

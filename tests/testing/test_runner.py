@@ -1,0 +1,393 @@
+"""The plain-subprocess test runner: real commands (small Python scripts, the stuck C programs) under a fake
+adapter defined here, which reads a JSON report the scripts write and counts START/PASS/FAIL/SKIP lines for
+live progress. Checks the debug_test_status shapes, the details file, the stuck and timeout kills, and that no
+process of a run outlives it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from strobe.errors import TestRunNotFound as RunNotFound
+from strobe.errors import ValidationError
+from strobe.testing import runner as runner_module
+from strobe.testing.adapters.base import FinishedRun, TestAdapter, tail
+from strobe.testing.model import LiveProgress, Outcome, ParsedRun
+from strobe.testing.model import TestCase as Case  # aliases: pytest would try to collect Test* classes
+from strobe.testing.model import TestCommand as Command
+from strobe.testing.model import TestLevel as Level
+from strobe.testing.runner import TestRunner as Runner
+from strobe.testing.stacks import read_stat
+
+pytestmark = pytest.mark.anyio
+PROGRAMS = Path(__file__).parents[1] / "targets" / "testprojects" / "stuck"
+
+
+class FakeAdapter(TestAdapter):
+    """A framework whose report is a JSON list of cases at command.report."""
+
+    name, display_name, language = "fake", "Fake", "rust"
+
+    def detect(self, project_root: Path, command: str | None) -> int:
+        return 0
+
+    def suite_command(self, project_root: Path, level: Level | None, command: str | None,
+                      report_dir: Path) -> Command:
+        raise NotImplementedError
+
+    def single_test_command(self, project_root: Path, test: str, command: str | None,
+                            report_dir: Path) -> Command:
+        raise NotImplementedError
+
+    def rerun_command(self, project_root: Path, test: str, command: str | None) -> str:
+        return f"fake {test}"
+
+    def on_line(self, line: str, stream: str, progress: LiveProgress, now_ns: int) -> None:
+        word, _, name = line.partition(" ")
+        if word == "START":
+            progress.start(name, now_ns)
+        elif word in ("PASS", "FAIL", "SKIP"):
+            progress.finish({"PASS": Outcome.PASSED, "FAIL": Outcome.FAILED, "SKIP": Outcome.SKIPPED}[word])
+
+    def parse(self, run: FinishedRun) -> ParsedRun:
+        if run.command.report is None or not run.command.report.exists():
+            return ParsedRun([], error=f"The suite wrote no report (exit status {run.exit_code}).\n"
+                                       f"{tail(run.stdout + run.stderr)}")
+        return ParsedRun([Case(**{**c, "outcome": Outcome(c["outcome"])})
+                          for c in json.loads(run.command.report.read_text())])
+
+
+def python(tmp_path: Path, body: str, name: str = "suite") -> Command:
+    """A Python script as a test command; `REPORT` in it is the report's path."""
+    report = tmp_path / f"{name}.json"
+    script = tmp_path / f"{name}.py"
+    script.write_text(f"import json, os, subprocess, sys, time\nREPORT = {str(report)!r}\n" + textwrap.dedent(body))
+    return Command([sys.executable, str(script)], tmp_path, report=report)
+
+
+def alive(pid: int) -> bool:
+    stat = read_stat(pid)
+    return stat is not None and stat.state not in ("Z", "X")
+
+
+def kill_survivors(pids: list[int]) -> None:
+    """Cleanup when an assertion failed: this test's processes must not outlive it either way."""
+    for pid in pids:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+async def until(check: Callable[[], Any], timeout: float = 15.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if result := check():
+            return result
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"condition not met within {timeout}s")
+
+
+@pytest.fixture
+async def runner(tmp_path: Path) -> AsyncIterator[Runner]:
+    test_runner = Runner(tmp_path / "details")
+    yield test_runner
+    await test_runner.close()
+
+
+SUITE = """
+print("compiling...", flush=True)
+print("START math::adds", flush=True)
+print("PASS math::adds", flush=True)
+print("START bank::ledger_balances", flush=True)
+print("warning: ledger is slow", file=sys.stderr, flush=True)
+print("FAIL bank::ledger_balances", flush=True)
+print("SKIP net::flaky", flush=True)
+json.dump([
+    {"name": "math::adds", "outcome": "passed", "duration_ms": 12},
+    {"name": "bank::ledger_balances", "outcome": "failed", "duration_ms": 30, "file": "src/ledger.rs", "line": 42,
+     "message": "assertion `left == right` failed: left: 90, right: 100", "output": "balance before: 100",
+     "stack": ["bank::ledger::post", "bank::tests::ledger_balances", "core::ops::function::FnOnce::call_once"]},
+    {"name": "net::flaky", "outcome": "skipped", "duration_ms": 0, "message": "ignored"},
+], open(REPORT, "w"))
+sys.exit(101)
+"""
+
+
+async def test_completed_run_reports_outcomes_failures_progress_and_details(tmp_path: Path) -> None:
+    recorded: list[tuple[str, list[tuple[str, float]]]] = []
+    runner = Runner(tmp_path / "details", record_durations=lambda fw, cases: recorded.append((fw, cases)))
+    run_id = await runner.start(FakeAdapter(), python(tmp_path, SUITE))
+    status = await runner.status(run_id, wait_s=30)
+    assert status["status"] == "completed" and status["testRunId"] == run_id
+    result = status["result"]
+    assert result["framework"] == "Fake" and result["stuck"] == []
+    summary = result["summary"]
+    assert (summary["passed"], summary["failed"], summary["skipped"]) == (1, 1, 1) and "stuck" not in summary
+    assert summary["durationMs"] > 0
+    assert result["failures"] == [{
+        "name": "bank::ledger_balances", "file": "src/ledger.rs", "line": 42,
+        "message": "assertion `left == right` failed: left: 90, right: 100",
+        "suggestedTraces": ["bank::ledger::*", "bank::tests::*", "@file:ledger.rs"]}]
+    progress = runner.get(run_id).progress  # the adapter saw every line as it came
+    assert (progress.passed, progress.failed, progress.skipped) == (1, 1, 1)
+    details = Path(result["details"]).read_text()
+    assert details.index("compiling...") < details.index("[stderr] warning: ledger is slow")
+    assert "FAILED bank::ledger_balances (src/ledger.rs:42) [30 ms]" in details
+    assert "balance before: 100" in details and "SKIPPED net::flaky" in details and "exit status 101" in details
+    assert recorded == [("fake", [("math::adds", 12.0), ("bank::ledger_balances", 30.0)])]  # skipped: no duration
+    await runner.close()
+
+
+async def test_status_shows_live_progress_then_blocks_until_the_run_ends(tmp_path: Path) -> None:
+    runner = Runner(tmp_path / "details", baselines=lambda fw, name: 250.4 if (fw, name) == ("fake", "slow::one")
+                        else None)
+    go = tmp_path / "go"
+    run_id = await runner.start(FakeAdapter(), python(tmp_path, f"""
+        print("START quick::one", flush=True)
+        print("PASS quick::one", flush=True)
+        print("START slow::one", flush=True)
+        while not os.path.exists({str(go)!r}):
+            time.sleep(0.02)
+        print("PASS slow::one", flush=True)
+        json.dump([{{"name": "quick::one", "outcome": "passed"}}, {{"name": "slow::one", "outcome": "passed"}}],
+                  open(REPORT, "w"))
+    """))
+    await until(lambda: runner.get(run_id).progress.current_test == "slow::one")
+    waited = time.monotonic()
+    status = await runner.status(run_id, wait_s=0.3)
+    assert time.monotonic() - waited >= 0.3  # it waited for completion before answering
+    assert status["status"] == "running"
+    progress = status["progress"]
+    assert progress["passed"] == 1 and progress["failed"] == progress["skipped"] == 0
+    assert progress["currentTest"] == "slow::one" and progress["currentTestElapsedMs"] >= 0
+    assert progress["currentTestBaselineMs"] == 250 and progress["phase"] == "running"
+    assert progress["warnings"] == [] and progress["elapsedMs"] > 0
+    go.touch()
+    waited = time.monotonic()
+    status = await runner.status(run_id, wait_s=60)
+    assert status["status"] == "completed" and time.monotonic() - waited < 30  # answered at completion
+    assert status["result"]["summary"]["passed"] == 2
+    await runner.close()
+
+
+async def test_unknown_run_id_is_a_teaching_error(runner: Runner) -> None:
+    with pytest.raises(RunNotFound, match=r"No test run with ID 'nope'.*debug_test"):
+        await runner.status("nope")
+    with pytest.raises(RunNotFound):
+        await runner.cancel("nope")
+
+
+async def test_commands_that_cannot_start_fail_with_what_to_do(runner: Runner, tmp_path: Path) -> None:
+    missing = await runner.start(FakeAdapter(), Command(["no-such-test-tool-4711", "--all"], tmp_path))
+    status = await runner.status(missing, wait_s=0)
+    assert status["status"] == "failed"
+    assert "`no-such-test-tool-4711` was not found" in status["error"] and "`framework`" in status["error"]
+    nowhere = await runner.start(FakeAdapter(), Command(["true"], tmp_path / "gone"))
+    assert "does not exist" in (await runner.status(nowhere, wait_s=0))["error"]
+    with pytest.raises(ValidationError, match="empty"):
+        await runner.start(FakeAdapter(), Command([], tmp_path))
+
+
+async def test_a_suite_that_did_not_run_fails_with_the_adapters_error(runner: Runner, tmp_path: Path) -> None:
+    run_id = await runner.start(FakeAdapter(), python(tmp_path, """
+        print("error[E0425]: cannot find value `balanse` in this scope", file=sys.stderr)
+        sys.exit(101)
+    """))
+    status = await runner.status(run_id, wait_s=30)
+    assert status["status"] == "failed"
+    assert status["error"].startswith("The suite wrote no report (exit status 101)")
+    assert "cannot find value `balanse`" in status["error"] and str(runner.get(run_id).details) in status["error"]
+
+
+async def test_no_tests_reports_the_project_and_a_hint(runner: Runner, tmp_path: Path) -> None:
+    run_id = await runner.start(FakeAdapter(), python(tmp_path, "json.dump([], open(REPORT, 'w'))"), "ledgr")
+    result = (await runner.status(run_id, wait_s=30))["result"]
+    assert result["noTests"] is True
+    assert result["project"] == {"language": "rust", "buildSystem": "fake", "testFiles": []}
+    assert "No test matched 'ledgr'" in result["hint"]
+
+
+async def test_cancel_kills_the_whole_tree_even_processes_that_left_it(runner: Runner, tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    run_id = await runner.start(FakeAdapter(), python(tmp_path, f"""
+        child = subprocess.Popen(["sleep", "300"])
+        escaped = subprocess.Popen(["sleep", "301"], start_new_session=True)  # own session, same stdout
+        # double fork: reparented away from the tree at once, found only by the output pipe it holds
+        subprocess.run(["sh", "-c", "setsid sleep 302 & echo $! > {pids}.daemon"])
+        open({str(pids)!r}, "w").write(f"{{os.getpid()}} {{child.pid}} {{escaped.pid}}")
+        print("START forever", flush=True)
+        time.sleep(600)
+    """))
+    await until(lambda: runner.get(run_id).progress.current_test)
+    victims = [int(p) for p in pids.read_text().split()] + [int(Path(f"{pids}.daemon").read_text())]
+    try:
+        assert all(alive(pid) for pid in victims)
+        await runner.cancel(run_id)
+        status = await runner.status(run_id, wait_s=0)
+        assert status["status"] == "failed" and "cancelled" in status["error"]
+        assert not [pid for pid in victims if alive(pid)]
+    finally:
+        kill_survivors(victims)
+
+
+async def test_what_a_suite_leaves_running_is_killed_when_it_ends(runner: Runner, tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    run_id = await runner.start(FakeAdapter(), python(tmp_path, f"""
+        server = subprocess.Popen(["sleep", "303"], stdout=subprocess.DEVNULL)  # a forgotten test server
+        subprocess.run(["sh", "-c", "setsid sleep 304 & echo $! > {pids}.daemon"])  # holds the output pipe
+        open({str(pids)!r}, "w").write(str(server.pid))
+        json.dump([{{"name": "starts_server", "outcome": "passed"}}], open(REPORT, "w"))
+    """))
+    started = time.monotonic()
+    status = await runner.status(run_id, wait_s=60)
+    assert status["status"] == "completed" and status["result"]["summary"]["passed"] == 1
+    assert time.monotonic() - started < runner_module.DRAIN_AFTER_EXIT_S  # not waiting on the pipe holder
+    leftovers = [int(pids.read_text()), int(Path(f"{pids}.daemon").read_text())]
+    try:
+        assert not [pid for pid in leftovers if alive(pid)]
+    finally:
+        kill_survivors(leftovers)
+
+
+async def test_hard_timeout_kills_a_busy_suite_and_keeps_its_stacks(tmp_path: Path) -> None:
+    runner = Runner(tmp_path / "details", timeouts={Level.UNIT: 1.5})
+    run_id = await runner.start(FakeAdapter(), python(tmp_path, """
+        print("START chatty::forever", flush=True)
+        while True:  # never silent, so never "stuck": only the time limit ends it
+            print("still working", flush=True)
+            time.sleep(0.1)
+    """), level=Level.UNIT)
+    process = await until(lambda: runner.get(run_id).process)
+    status = await runner.status(run_id, wait_s=30)
+    result = status["result"]
+    assert status["status"] == "completed" and result["summary"]["stuck"] == 1
+    stuck = result["stuck"][0]
+    assert stuck["name"] == "chatty::forever" and stuck["elapsedMs"] >= 1000
+    assert stuck["diagnosis"] == "Timed out: still running after 1.5 s, the limit for unit tests"
+    assert stuck["threads"] and all(thread["stack"] for thread in stuck["threads"])
+    assert not alive(process.pid)
+    await runner.close()
+
+
+async def test_overlapping_runs_and_a_bounded_history(runner: Runner, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner_module, "MAX_KEPT_RUNS", 2)
+    commands = [python(tmp_path, f"json.dump([{{'name': 't{i}', 'outcome': 'passed'}}] * {i + 1}, open(REPORT, 'w'))",
+                       name=f"suite{i}") for i in range(3)]
+    ids = [await runner.start(FakeAdapter(), command) for command in commands]  # all three at once
+    results = [(await runner.status(run_id, wait_s=30))["result"] for run_id in ids]
+    assert [r["summary"]["passed"] for r in results] == [1, 2, 3] and len(set(ids)) == 3
+    fourth = await runner.start(FakeAdapter(), commands[0])
+    with pytest.raises(RunNotFound):
+        await runner.status(ids[0], wait_s=0)  # the oldest finished run is forgotten, its details file deleted
+    assert not Path(results[0]["details"]).exists() and Path(results[2]["details"]).exists()
+    assert (await runner.status(fourth, wait_s=30))["status"] == "completed"
+
+
+async def test_close_kills_every_running_test(tmp_path: Path) -> None:
+    runner = Runner(tmp_path / "details")
+    body = "print('START waits', flush=True)\ntime.sleep(600)\n"
+    ids = [await runner.start(FakeAdapter(), python(tmp_path, body, name=f"s{i}")) for i in range(2)]
+    runs = [runner.get(i) for i in ids]
+    await until(lambda: all(run.progress.current_test for run in runs))
+    pids = [run.process.pid for run in runs if run.process]
+    assert len(pids) == 2 and all(alive(pid) for pid in pids)
+    await runner.close()
+    assert [(await runner.status(i, wait_s=0))["status"] for i in ids] == ["failed", "failed"]
+    assert not [pid for pid in pids if alive(pid)]
+
+
+# ---- the stuck programs, end to end with the real thresholds ----
+
+def stuck_runs(tmp_path: Path) -> dict[str, tuple[dict[str, Any], float, list[int]]]:
+    """Build the programs and run them concurrently: deadlock (under an `sh` wrapper), spin, blocked_read, and
+    steady printing for 12 s. Returns each one's final status, seconds to completion and every pid seen."""
+    for source in PROGRAMS.glob("*.c"):
+        subprocess.run(["gcc", "-g", "-O0", "-pthread", "-o", str(tmp_path / source.stem), str(source)], check=True)
+    report = tmp_path / "steady.json"
+    commands = {
+        "deadlock": Command(["sh", "-c", f"{tmp_path / 'deadlock'}; echo finished"], tmp_path),
+        "spin": Command([str(tmp_path / "spin")], tmp_path),
+        "blocked_read": Command([str(tmp_path / "blocked_read")], tmp_path),
+        "steady": Command(["sh", "-c", f"{tmp_path / 'steady'} 48 && echo '[{{\"name\": \"steady\", "
+                                           f"\"outcome\": \"passed\"}}]' > {report}"], tmp_path, report=report),
+    }
+
+    async def main() -> dict[str, tuple[dict[str, Any], float, list[int]]]:
+        runner = Runner(tmp_path / "details")
+        started = time.monotonic()
+        ids = {name: await runner.start(FakeAdapter(), command) for name, command in commands.items()}
+        out = {}
+        for name, run_id in ids.items():
+            status = await runner.status(run_id, wait_s=60)
+            detector = runner.get(run_id).detector
+            out[name] = (status, time.monotonic() - started, list(detector.seen) if detector else [])
+        await runner.close()
+        return out
+
+    return asyncio.run(main())
+
+
+@pytest.fixture(scope="module")
+def stuck(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict[str, Any], float, list[int]]]:
+    return stuck_runs(tmp_path_factory.mktemp("stuck-e2e"))
+
+
+def stuck_entry(status: dict[str, Any]) -> dict[str, Any]:
+    assert status["status"] == "completed", status
+    result = status["result"]
+    assert result["summary"]["stuck"] == 1 and len(result["stuck"]) == 1
+    entry: dict[str, Any] = result["stuck"][0]
+    return entry
+
+
+@pytest.mark.parametrize("program", ["deadlock", "spin", "blocked_read"])
+def test_stuck_programs_are_diagnosed_within_about_10s_and_their_tree_is_killed(
+        stuck: dict[str, tuple[dict[str, Any], float, list[int]]], program: str) -> None:
+    status, seconds, pids = stuck[program]
+    entry = stuck_entry(status)
+    assert 7.0 < seconds < 13.0, seconds  # silence >= ~8 s, confirmed on the next beat
+    assert pids and not [pid for pid in pids if alive(pid)]
+    assert entry["elapsedMs"] >= 7000 and entry["threads"]
+
+
+def test_deadlock_entry_has_every_threads_stack_and_the_lock_takers(
+        stuck: dict[str, tuple[dict[str, Any], float, list[int]]]) -> None:
+    entry = stuck_entry(stuck["deadlock"][0])
+    assert entry["diagnosis"].startswith("Deadlock: 0% CPU, identical stacks")
+    assert set(entry["suggestedTraces"]) == {"transfer_funds", "audit_ledger"}
+    names = [thread["name"] for thread in entry["threads"]]
+    assert len(names) == 4 and names[0].startswith("sh ")  # the wrapper shown too, each with pid and command
+    stacks = {thread["name"].split(" (")[0]: thread["stack"] for thread in entry["threads"]}
+    assert any(f.startswith("transfer_funds at ") for f in stacks["transfer"])
+    assert any(f.startswith("audit_ledger at ") for f in stacks["audit"])
+    assert any("mutex_lock" in f for f in stacks["audit"])
+
+
+def test_spin_entry_names_the_looping_function(stuck: dict[str, tuple[dict[str, Any], float, list[int]]]) -> None:
+    entry = stuck_entry(stuck["spin"][0])
+    assert entry["diagnosis"].startswith("Infinite loop: ") and "CPU in search_fixed_point" in entry["diagnosis"]
+    assert entry["suggestedTraces"] == ["search_fixed_point"]
+
+
+def test_blocked_read_is_waiting_on_io(stuck: dict[str, tuple[dict[str, Any], float, list[int]]]) -> None:
+    entry = stuck_entry(stuck["blocked_read"][0])
+    assert entry["diagnosis"].startswith("Waiting on I/O: 0% CPU, identical stacks")
+    assert "wait_for_reply" in entry["diagnosis"] and entry["suggestedTraces"] == ["wait_for_reply"]
+
+
+def test_steady_printer_runs_to_the_end(stuck: dict[str, tuple[dict[str, Any], float, list[int]]]) -> None:
+    status, seconds, pids = stuck["steady"]
+    assert status["status"] == "completed" and status["result"]["stuck"] == []
+    assert status["result"]["summary"]["passed"] == 1 and seconds >= 12.0
+    assert not [pid for pid in pids if alive(pid)]
