@@ -6,6 +6,7 @@
 // action runs exactly as it would without Strobe.
 
 import { CrashFrame, CrashReport, emit } from "./protocol.js";
+import { unheard } from "./forks.js";
 import { monotonicNow } from "./memory.js";
 
 const SIGNALS: Record<string, string> = {
@@ -151,7 +152,7 @@ function report(details: ExceptionDetails, flush: () => void): void {
 // `flush` sends every trace record made so far; it runs before the report.
 export function installCrashHandler(flush: () => void): void {
   Process.setExceptionHandler((details) => {
-    if (!(details.type in SIGNALS) || reporting) {
+    if (!(details.type in SIGNALS) || reporting || unheard()) {
       return false;
     }
     reporting = true; // one report at a time: a second crash while one is reported goes unreported

@@ -1,6 +1,7 @@
 // Reports the process's exit code. Frida reaps the child itself, so the host cannot waitpid() for it:
 // the agent catches exit()/_exit() and blocks until the host acknowledges, so the code is never lost.
 
+import { unheard } from "./forks.js";
 import { emit, ExitAck } from "./protocol.js";
 
 let reported = false;
@@ -8,7 +9,7 @@ let reported = false;
 let beforeExit: () => void = () => {};
 
 function report(code: number): void {
-  if (reported) {
+  if (reported || unheard()) {
     return;
   }
   reported = true;

@@ -15,6 +15,7 @@ import {
   NATIVE_WATCH_SIZE,
   RECORD_SIZE,
   RING_CAPACITY,
+  SHARED_HEAD,
   SHARED_DROPPED,
   SHARED_FOLLOW_LIMIT,
   SHARED_HOT,
@@ -30,6 +31,8 @@ import {
 
 export { RECORD_SIZE } from "./tracer_native.js";
 
+const EAGER_PENDING = RING_CAPACITY / 16;
+const LAZY_DRAIN_MS = 100;
 const DRAIN_BATCH = 2048; // records per message; larger batches cost more in page faults than they save
 const DRAIN_INTERVAL_MS = 5;
 const SAMPLING_SCAN_MS = 100;
@@ -189,13 +192,30 @@ export class Tracer {
     return [];
   }
 
+  // The periodic drain sends a batch once the ring holds EAGER_PENDING records, and otherwise when its oldest
+  // record has waited LAZY_DRAIN_MS (a query asks for a flush anyway). Sending rarely right after a call
+  // matters: Frida can miss a child forked while one of our messages is in flight (see forks.ts), and programs
+  // typically fork right after some traced call.
   start(): void {
     const tick = (): void => {
-      this.flush();
+      const pending = (this.shared.add(SHARED_HEAD).readU32() - this.shared.add(SHARED_TAIL).readU32()) >>> 0;
+      const now = Date.now();
+      if (pending === 0) {
+        this.pendingSince = 0;
+      } else if (this.pendingSince === 0) {
+        this.pendingSince = now;
+      }
+      if (pending >= EAGER_PENDING || (pending > 0 && now - this.pendingSince >= LAZY_DRAIN_MS)) {
+        this.flush();
+        this.pendingSince = 0;
+      }
       setTimeout(tick, DRAIN_INTERVAL_MS);
     };
     setTimeout(tick, DRAIN_INTERVAL_MS);
   }
+
+  private pendingSince = 0; // Date.now() when the drain first saw records waiting; 0 when none
+
 
   // `final`: the process is exiting; bring the sampling counters up to date before the last batch.
   flush(final = false): void {

@@ -198,3 +198,21 @@ def test_watch_values_join_the_call_they_were_read_for(writer: Writer, tmp_path:
     assert [e.get("watchValues") for e in events] == [{"n0": 7, "n2": -9}, {"j4": "a"}, {"j4": "b", "n0": 8}, None]
     assert events[1]["arguments"] == [3] and events[2]["durationNs"] == 10
     assert events[1]["parentEventId"] == events[0]["id"]
+
+
+def test_a_followed_child_shares_slots_and_loss_counters_but_numbers_its_own_records(
+    writer: Writer, tmp_path: Path
+) -> None:
+    ingest, session = make_ingest(writer)
+    child = ingest.sibling(ingest.pid + 1)
+    assert ingest.peers[child.pid] is child and child.table is ingest.table
+    ingest.hook(2, ingest.slots[0].db_key, 2)  # hooked after the child was made: the child knows it too
+    # Both processes start their sequence numbers at 0: each call's parent is found in its own process.
+    ingest.on_batch(records((1, 7, 0, KIND_ENTER, 0, N, []), (2, 7, 1, KIND_ENTER, 0, 0, [])), 2, 3, 0, first_seq=0)
+    child.on_batch(records((3, 8, 2, KIND_ENTER, 0, N, []), (4, 8, 1, KIND_ENTER, 0, 0, [])), 2, 4, 0, first_seq=0)
+    events = read(writer, tmp_path, session)
+    by_ts = {e["timestampNs"]: e for e in events}
+    assert by_ts[2]["parentEventId"] == by_ts[1]["id"] and by_ts[4]["parentEventId"] == by_ts[3]["id"]
+    assert (by_ts[3]["pid"], by_ts[3]["function"]) == (child.pid, "outer")
+    dropped = writer.call(lambda c: c.execute("SELECT dropped FROM sessions WHERE key = ?", (session,)).fetchone()[0])
+    assert dropped.result(10) == 7  # the session's losses: both processes' together

@@ -325,6 +325,28 @@ def test_session_pids_in_start_order(conn: sqlite3.Connection) -> None:
     assert ss.session_pids(conn, record.key) == [500, 90, 95]
 
 
+def test_followed_children_and_how_each_process_ended(conn: sqlite3.Connection) -> None:
+    record = insert(conn, pid=500, started=1_000)
+    ss.add_process(conn, record.key, 510, 500, "/bin/prog", 2_000)
+    ss.add_process(conn, record.key, 520, 510, "/bin/helper", 3_000)
+    ss.set_process_binary(conn, record.key, 510, "/bin/other")  # 510 exec()ed
+    ss.finish_process(conn, record.key, 520, SessionStatus.CRASHED, None, 4_000, "SIGSEGV")
+    ss.finish_process(conn, record.key, 510, SessionStatus.EXITED, 3, 4_500)
+    # A child's end leaves the session running: the session follows its launched process.
+    assert ss.get_session_by_key(conn, record.key).status is SessionStatus.RUNNING  # type: ignore[union-attr]
+    wires = [p.to_wire() for p in ss.session_processes(conn, [record.key])[record.key]]
+    assert wires == [
+        {"pid": 500, "status": "running", "binaryPath": "/bin/prog"},
+        {"pid": 510, "status": "exited", "parentPid": 500, "binaryPath": "/bin/other", "exitCode": 3},
+        {"pid": 520, "status": "crashed", "parentPid": 510, "binaryPath": "/bin/helper", "exitCode": None,
+         "signal": "SIGSEGV"},
+    ]
+    # The same pid seen again (an exec reported as a new child): the row is reused, running again.
+    ss.add_process(conn, record.key, 520, 510, "/bin/again", 5_000)
+    again = ss.session_processes(conn, [record.key])[record.key][2]
+    assert (again.status, again.binary_path, again.signal) == (SessionStatus.RUNNING, "/bin/again", None)
+
+
 # ---- to_wire -------------------------------------------------------------------------------------
 
 

@@ -55,6 +55,7 @@ class ArgumentTypes:
         self._unplanned: list[tuple[int, TraceableFunction]] = []
         self._planned: dict[int, tuple[TraceableFunction, str]] = {}  # slot -> (function, register plan JSON)
         self._followed: set[int] = set()  # slots the agent follows pointers of
+        self._wires: dict[int, dict[str, Any]] = {}  # slot -> its plan as last sent (for followed children)
         self._task: asyncio.Task[None] | None = None
         self._version = 0
 
@@ -85,6 +86,10 @@ class ArgumentTypes:
         if planned and self.following:
             follows = await asyncio.to_thread(_follow_plans, planned, depth)
             await self._send(follows, stop_others=True)
+
+    def current_plans(self) -> list[dict[str, Any]]:
+        """Every follow plan in force, as sent: what a newly followed child process gets."""
+        return list(self._wires.values())
 
     async def _run(self) -> None:
         while self._unplanned:
@@ -127,9 +132,11 @@ class ArgumentTypes:
                 self.decoder.add(slot, version, plan)
                 wires.append(plan.wire(slot, version))
                 self._followed.add(slot)
+                self._wires[slot] = wires[-1]
             elif stop_others and slot in self._followed:
                 wires.append({"id": slot, "version": version, "nodes": [], "slots": []})
                 self._followed.discard(slot)
+                self._wires.pop(slot, None)
         if wires:
             await self._send_follow(wires)
 

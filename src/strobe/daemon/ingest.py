@@ -136,34 +136,61 @@ class FollowedValues(Protocol):
     def decode(self, func_id: int, version: int, captured: Any) -> dict[str, Any]: ...
 
 
+class SlotTable:
+    """What each function slot (the agent's function id) means: its `functions` row and how many argument
+    registers its calls keep. One per session, shared by the ingests of all its processes (slots are
+    session-wide and never reused)."""
+
+    def __init__(self) -> None:
+        self.slots: dict[int, HookedSlot] = {}
+        self.keys = np.zeros(0, dtype=np.int64)
+        self.params = np.zeros(0, dtype=np.int64)
+
+    def hook(self, slot: int, db_key: int, params: int) -> None:
+        self.slots[slot] = HookedSlot(db_key, params)
+        if slot >= len(self.keys):
+            size = max(slot + 1, 2 * len(self.keys), 64)
+            self.keys = np.concatenate([self.keys, np.full(size - len(self.keys), -1, np.int64)])
+            self.params = np.concatenate([self.params, np.full(size - len(self.params), 6, np.int64)])
+        self.keys[slot] = db_key
+        self.params[slot] = min(max(params, 0), 6)
+
+
 @dataclass
 class TraceIngest:
+    """The trace batches of one process of a session."""
+
     writer: Writer
     session: int
     pid: int
     start_ns: int
-    slots: dict[int, HookedSlot] = field(default_factory=dict)
+    table: SlotTable = field(default_factory=SlotTable)
+    peers: dict[int, TraceIngest] = field(default_factory=dict)  # the session's ingests by pid (loss counters)
     dropped: int = 0  # as reported by the agent (its ring was full)
     refused: int = 0  # batches' records the daemon could not queue
     sampled_out: int = 0
     events: int = 0
     _named_threads: dict[int, str] = field(default_factory=dict)
     _seqs: _SeqMap = field(default_factory=_SeqMap)
-    _keys: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    _params: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     watches: WatchValues | None = None  # set through the ingest queue, so batches decode with their own
     _carried_watch: tuple[int, list[int]] | None = None  # native values whose call is in the next batch
     follow: FollowedValues | None = None
 
+    def __post_init__(self) -> None:
+        self.peers[self.pid] = self
+
+    def sibling(self, pid: int) -> TraceIngest:
+        """The ingest of another process of this session (a followed child): same slots, decoders, counters."""
+        return TraceIngest(self.writer, self.session, pid, self.start_ns, self.table, self.peers,
+                           watches=self.watches, follow=self.follow)
+
+    @property
+    def slots(self) -> dict[int, HookedSlot]:
+        return self.table.slots
+
     def hook(self, slot: int, db_key: int, params: int) -> None:
         """Say what a function slot means before the agent can report calls of it."""
-        self.slots[slot] = HookedSlot(db_key, params)
-        if slot >= len(self._keys):
-            size = max(slot + 1, 2 * len(self._keys), 64)
-            self._keys = np.concatenate([self._keys, np.full(size - len(self._keys), -1, np.int64)])
-            self._params = np.concatenate([self._params, np.full(size - len(self._params), 6, np.int64)])
-        self._keys[slot] = db_key
-        self._params[slot] = min(max(params, 0), 6)
+        self.table.hook(slot, db_key, params)
 
     def on_batch(
         self, data: bytes, count: int, dropped: int, sampled_out: int, threads: list[tuple[int, str]] | None = None,
@@ -195,7 +222,10 @@ class TraceIngest:
         self.store_counters()
 
     def store_counters(self) -> None:
-        self.writer.call(self._store_counters(self.dropped + self.refused, self.sampled_out))
+        """The session's loss counters: the sum over its processes."""
+        peers = list(self.peers.values())
+        self.writer.call(self._store_counters(sum(p.dropped + p.refused for p in peers),
+                                              sum(p.sampled_out for p in peers)))
 
     def _watch_extras(
         self, extras: dict[int, dict[str, Any]], records: np.ndarray, first_seq: int,
@@ -249,15 +279,16 @@ class TraceIngest:
         come out of numpy as one flat list. Nothing Python-level happens per record."""
         n = len(records)
         funcs = records["func"].astype(np.int64)
-        known = funcs < len(self._keys)
+        table_keys, table_params = self.table.keys, self.table.params
+        known = funcs < len(table_keys)
         slots = np.where(known, funcs, 0)
-        keys = np.where(known, self._keys[slots], -1)
+        keys = np.where(known, table_keys[slots], -1)
         ids = np.arange(first_id, first_id + n, dtype=np.int64)
         ts = records["ts"].astype(np.int64) - self.start_ns
         kinds = records["kind"].astype(np.int64)
         regs = records["a"]
         enters, exits = kinds == KIND_ENTER, kinds == KIND_EXIT
-        nargs = np.where(known, self._params[slots], 6) * enters
+        nargs = np.where(known, table_params[slots], 6) * enters
         sampled = (records["flags"] & FLAG_SAMPLED) != 0
         extra = np.zeros(n, dtype=np.int64)
         if extras:

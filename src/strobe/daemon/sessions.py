@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from strobe.daemon.argtypes import ArgumentTypes
+from strobe.daemon.children import ChildProcess, ProcessImage, load_image
 from strobe.daemon.crashes import crash_row, describe_crash
 from strobe.daemon.crashes import thread_name as crash_thread_name
 from strobe.daemon.ingest import IngestWorker, TraceIngest
@@ -36,6 +37,7 @@ from strobe.daemon.memory import (
 )
 from strobe.daemon.session_ids import session_base_id
 from strobe.daemon.symbols import SessionSymbols, load_session_symbols, preload_main_index
+from strobe.daemon.testruns import TestRuns
 from strobe.daemon.tracing import HookPlan, SessionTrace, parse_patterns, plan_hooks
 from strobe.daemon.watches import (
     Watch,
@@ -98,6 +100,7 @@ class LiveSession:
     loop: asyncio.AbstractEventLoop
     on_gone: Any  # Callable[[LiveSession, str], None], called on the event loop
     on_crashed: Any  # Callable[[LiveSession, int, CrashReport, bytes], None], called on the event loop
+    on_child_added: Any  # Callable[[LiveSession, ProcessHandle, str, int, str], None], called on the event loop
     start_ns: int = 0
     handle: ProcessHandle | None = None
     trace: SessionTrace | None = None
@@ -111,6 +114,11 @@ class LiveSession:
     polls: SessionPolls = field(default_factory=SessionPolls)
     watches: list[Watch] = field(default_factory=list)
     types: ArgumentTypes | None = None
+    settings: Settings | None = None
+    image: ProcessImage | None = None  # what the launched process runs (a new one after it exec()s)
+    children: dict[int, ChildProcess] = field(default_factory=dict)  # followed processes by pid
+    root_ended: bool = False
+    settling: bool = False
     _closed_fds: set[int] = field(default_factory=set)
 
     @property
@@ -129,27 +137,42 @@ class LiveSession:
             if len(self._closed_fds) >= 2:
                 self.streams_closed.set()
 
-    def on_exit_code(self, pid: int, code: int) -> None:
-        self.exit_code = code
+    def handle_of(self, pid: int) -> ProcessHandle | None:
+        child = self.children.get(pid)
+        return child.handle if child is not None else self.handle if pid == self.pid else None
 
-    def on_detached(self, pid: int, reason: str) -> None:
-        self.loop.call_soon_threadsafe(self.on_gone, self, reason)
+    def live_children(self) -> list[ChildProcess]:
+        return [child for child in self.children.values() if not child.ended]
+
+    def on_exit_code(self, pid: int, code: int) -> None:
+        child = self.children.get(pid)
+        if child is not None:
+            child.exit_code = code
+        elif pid == self.pid:
+            self.exit_code = code
+
+    def on_detached(self, handle: ProcessHandle, reason: str) -> None:
+        self.loop.call_soon_threadsafe(self.on_gone, self, handle, reason)
+
+    def on_child(self, handle: ProcessHandle, origin: str, parent_pid: int, path: str) -> None:
+        self.loop.call_soon_threadsafe(self.on_child_added, self, handle, origin, parent_pid, path)
 
     def on_trace_batch(self, pid: int, batch: TraceBatch, data: bytes) -> None:
         trace = self.trace
-        if trace is None:
+        ingest = trace.ingest.peers.get(pid) if trace is not None else None
+        if ingest is None:
             return
         queued = self.ingest_worker.submit(
-            lambda: trace.ingest.on_batch(data, batch.count, batch.dropped, batch.sampledOut, batch.threads,
+            lambda: ingest.on_batch(data, batch.count, batch.dropped, batch.sampledOut, batch.threads,
                                           batch.firstSeq, batch.watchValues, batch.followValues),
             batch.count,
         )
         if not queued:
             log.warning("session %s: ingest queue full; %d trace records dropped", self.record.id, batch.count)
-            self.ingest_worker.submit(lambda: trace.ingest.refuse(batch.count))
+            self.ingest_worker.submit(lambda: ingest.refuse(batch.count))
 
     def on_sampling_change(self, pid: int, change: SamplingStateChange) -> None:
-        if self.trace is not None:
+        if self.trace is not None and pid == self.pid:
             self.trace.sampling[change.funcId] = change.enabled
             log.info("session %s: sampling %s for function slot %d", self.record.id,
                      "on" if change.enabled else "off", change.funcId)
@@ -187,6 +210,7 @@ class SessionManager:
         self._launch_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self._ended_polls: dict[str, list[dict[str, Any]]] = {}
+        self.tests = TestRuns(paths.home, self.writer.call, self.reader.run)
 
     async def start(self) -> None:
         self.writer.start()
@@ -197,11 +221,12 @@ class SessionManager:
             log.info("sessions left running by a previous daemon marked stopped: %s", orphans)
         if purged:
             log.info("sessions older than 7 days purged: %s", purged)
+        await self.tests.start()
 
     async def close(self) -> None:
+        await self.tests.close()
         for live in list(self._live.values()):
-            live.stopping = True
-            await self.worker.run(functools.partial(self.launcher.kill, live.pid))
+            await self._kill_all(live)
         for live in list(self._live.values()):
             try:
                 await asyncio.wait_for(live.finished.wait(), STOP_TIMEOUT_S)
@@ -233,7 +258,7 @@ class SessionManager:
                                         SessionStatus.RUNNING, None, False, 0)
             live = LiveSession(
                 record=placeholder, writer=self.writer, ingest_worker=self.ingest, loop=loop, on_gone=self._on_gone,
-                on_crashed=self._on_crashed,
+                on_crashed=self._on_crashed, on_child_added=self._on_child_added, settings=settings,
             )
             # The main binary's index loads (or builds) while the process is spawned.
             main_index = asyncio.ensure_future(
@@ -271,6 +296,7 @@ class SessionManager:
                 )
 
             live.symbols = asyncio.ensure_future(symbols())
+            live.image = ProcessImage(command.binary_path, live.symbols)
             warnings: list[str] = []
             try:
                 if self.pending_patterns:
@@ -283,12 +309,15 @@ class SessionManager:
 
     def _argument_types(self, live: LiveSession, ingest: TraceIngest) -> ArgumentTypes:
         async def send_follow(funcs: list[dict[str, Any]]) -> None:
-            handle = live.handle
-            assert handle is not None
-            try:
-                await self.worker.run(lambda: handle.set_follow(funcs))
-            except (ProcessGone, AgentTimeout, FridaAttachFailed) as exc:  # pointers just stay addresses
-                log.info("session %s: argument plans not sent (%s)", live.record.id, exc)
+            """To every process: plans are by function slot, which only means something where it is hooked."""
+            handles = [live.handle] + [child.handle for child in live.live_children()]
+            for handle in handles:
+                if handle is None:
+                    continue
+                try:
+                    await self.worker.run(functools.partial(handle.set_follow, funcs))
+                except (ProcessGone, AgentTimeout, FridaAttachFailed) as exc:  # pointers just stay addresses
+                    log.info("session %s: argument plans not sent to pid %d (%s)", live.record.id, handle.pid, exc)
 
         def spawn(work: Any) -> asyncio.Task[None]:
             task = asyncio.get_running_loop().create_task(work)
@@ -307,13 +336,59 @@ class SessionManager:
         plan = plan_hooks([], self.pending_patterns, [], symbols.indexes, live.record.project_root)
         return plan.warnings + await self._apply_plan(live, plan, settings)
 
-    def _on_gone(self, live: LiveSession, reason: str) -> None:
-        task = asyncio.get_running_loop().create_task(self._settle(live, reason))
+    def _spawn_task(self, work: Any) -> None:
+        task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def _on_gone(self, live: LiveSession, handle: ProcessHandle, reason: str) -> None:
+        self._spawn_task(self._process_gone(live, handle, reason))
+
+    async def _process_gone(self, live: LiveSession, handle: ProcessHandle, reason: str) -> None:
+        """Frida let go of one process of the session. The session ends when the launched process and every
+        followed child have; until then each process's row records how it ended."""
+        if reason == "process-replaced" or live.finished.is_set():
+            return  # exec(): the new image arrives through on_child, same pid
+        pid = handle.pid
+        child = live.children.get(pid)
+        if child is not None:
+            if child.handle is not handle or child.ended:
+                return
+            child.ended = True
+            await self.ingest.barrier()
+            status = child.end_status(live.stopping)
+            signal = child.crash_signal if status is SessionStatus.CRASHED else None
+            key, code, ended = live.record.key, child.exit_code, _now_ms()
+            log.info("session %s: child %d gone (%s), %s %s", live.record.id, pid, reason, status.value,
+                     signal or code)
+            await self._write(lambda c: store_sessions.finish_process(c, key, pid, status, code, ended, signal))
+            self.launcher.forget(pid)
+        elif pid == live.pid and handle is live.handle:
+            live.root_ended = True
+            if live.live_children():  # its row says how it ended now; the session lives on with its children
+                log.info("session %s: process %d gone (%s) with %d followed children still running",
+                         live.record.id, pid, reason, len(live.live_children()))
+                await self.ingest.barrier()
+                status = self._root_status(live)
+                key, code, ended, signal = live.record.key, live.exit_code, _now_ms(), live.crash_signal
+                await self._write(lambda c: store_sessions.finish_process(
+                    c, key, pid, status, code, ended, signal if status is SessionStatus.CRASHED else None))
+        else:
+            return
+        if live.root_ended and not live.live_children() and not live.settling:
+            live.settling = True
+            await self._settle(live, reason)
+
+    @staticmethod
+    def _root_status(live: LiveSession) -> SessionStatus:
+        if live.stopping:
+            return SessionStatus.STOPPED
+        if live.crash_signal is not None and live.exit_code is None:
+            return SessionStatus.CRASHED
+        return SessionStatus.EXITED
+
     async def _settle(self, live: LiveSession, reason: str) -> None:
-        """The process is gone: let its last output drain, then record how it ended."""
+        """Every process is gone: let the last output drain, then record how the session ended."""
         if not await asyncio.to_thread(live.streams_closed.wait, STREAM_DRAIN_TIMEOUT_S):
             log.warning(
                 "session %s: stdout/stderr still open %.0fs after the process ended (a child holds them?)",
@@ -325,18 +400,10 @@ class SessionManager:
         if not live.stopping and live.types is not None:  # ended by itself: its events stay queryable, with types
             live.types.following = False
             await live.types.wait(0)
-        if live.stopping:
-            status = SessionStatus.STOPPED
-        elif live.crash_signal is not None and live.exit_code is None:
-            status = SessionStatus.CRASHED
-        else:
-            status = SessionStatus.EXITED
-        await self._finish(live, status)
+        await self._finish(live, self._root_status(live))
 
     def _on_crashed(self, live: LiveSession, pid: int, report: CrashReport, stack: bytes) -> None:
-        task = asyncio.get_running_loop().create_task(self._store_crash(live, pid, report, stack))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._spawn_task(self._store_crash(live, pid, report, stack))
 
     async def _store_crash(self, live: LiveSession, pid: int, report: CrashReport, stack: bytes) -> None:
         """Store a crash event (after every trace record sent before it), then let the crashing thread go on."""
@@ -353,14 +420,148 @@ class SessionManager:
             row = crash_row(key, pid, report.tid, ts, event)
             self.writer.submit_rows([row])
             await self._write(lambda c: None)  # committed before the process may die
-            live.crash_signal = report.signal
-            log.info("session %s: %s", sid, event["text"])
+            child = live.children.get(pid)
+            if child is not None:
+                child.crash_signal = report.signal
+            else:
+                live.crash_signal = report.signal
+            log.info("session %s: pid %d: %s", sid, pid, event["text"])
         except Exception:
             log.exception("session %s: the crash report could not be stored", live.record.id)
         finally:
-            handle = live.handle
+            handle = live.handle_of(pid)
             if handle is not None:
                 await self.worker.run(handle.ack_crash)
+
+    # ---- followed children ---------------------------------------------------------------------
+
+    def _on_child_added(self, live: LiveSession, handle: ProcessHandle, origin: str, parent: int, path: str) -> None:
+        self._spawn_task(self._adopt(live, handle, origin, parent, path))
+
+    async def _adopt(self, live: LiveSession, handle: ProcessHandle, origin: str, parent: int, path: str) -> None:
+        """Give a gated child (or a new exec() image) the session's hooks, then resume it — whatever happens."""
+        pid = handle.pid
+        try:
+            if live.stopping or live.finished.is_set() or live.trace is None:
+                await self.worker.run(functools.partial(self.launcher.kill, pid))
+                return
+            async with live.trace_lock:
+                if origin == "exec" and pid == live.pid:
+                    await self._rebind_root(live, handle, path)
+                else:
+                    child = await self._child_for(live, handle, origin, parent, path)
+                    await self._sync_child(live, child, await self._desired_for(live, child))
+        except (ProcessGone, AgentTimeout, ProcessExited) as exc:
+            log.info("session %s: child %d went away while being followed (%s)", live.record.id, pid, exc)
+        except Exception:
+            log.exception("session %s: child %d could not be given its hooks", live.record.id, pid)
+        finally:
+            await self.worker.run(functools.partial(self.launcher.resume_quietly, pid))
+
+    async def _child_for(
+        self, live: LiveSession, handle: ProcessHandle, origin: str, parent: int, path: str
+    ) -> ChildProcess:
+        assert live.trace is not None and live.image is not None
+        pid, key, now = handle.pid, live.record.key, _now_ms()
+        existing = live.children.get(pid)
+        if origin == "exec" and existing is not None:  # a followed child exec()ed: same pid, a new program
+            existing.handle, existing.hooked, existing.ended = handle, {}, False
+            existing.image = load_image(handle, path, self.paths.cache_dir)
+            live.trace.ingest.sibling(pid)  # the new agent numbers its records afresh
+            await self._write(lambda c: store_sessions.set_process_binary(c, key, pid, path))
+            log.info("session %s: child %d exec()ed %s", live.record.id, pid, path)
+            return existing
+        parent_child = live.children.get(parent)
+        if origin == "exec":  # posix_spawn(): a new process with a new image
+            image = load_image(handle, path, self.paths.cache_dir)
+        elif parent_child is not None:
+            image = parent_child.image
+        else:
+            image = live.image
+        child = ChildProcess(pid, parent, handle, image)
+        live.children[pid] = child
+        live.trace.ingest.sibling(pid)
+        await self._write(lambda c: store_sessions.add_process(c, key, pid, parent, image.binary, now))
+        log.info("session %s: following child %d (%s of %d, %s)", live.record.id, pid, origin, parent, image.binary)
+        return child
+
+    async def _desired_for(self, live: LiveSession, child: ChildProcess) -> dict[tuple[str, int, str], Any]:
+        """The functions a child should have hooked: its image's share of the session's patterns."""
+        assert live.trace is not None
+        if child.image is live.image:  # the launched program's image: exactly its hooks
+            return {f.key: f for f in live.trace.hooked.values()}
+        if not live.trace.patterns:
+            return {}
+        symbols = await child.image.symbols
+        if not symbols.main_has_dwarf:
+            log.info("session %s: %s has no debug info; pid %d is followed for output and crashes only",
+                     live.record.id, child.image.binary, child.pid)
+            return {}
+        plan = plan_hooks([], live.trace.patterns, [], symbols.indexes, live.record.project_root)
+        return dict(plan.desired)
+
+    async def _sync_child(
+        self, live: LiveSession, child: ChildProcess, desired: dict[tuple[str, int, str], Any]
+    ) -> None:
+        """Make a child's hooks (and, for the launched program's image, watches and argument plans) match."""
+        trace, handle, settings = live.trace, child.handle, live.settings
+        assert trace is not None and settings is not None
+        fresh = [f for key, f in desired.items() if key not in trace.slot_of]
+        if fresh:
+            rows = [(f.name, f.info.raw, f.file, f.info.line, f.info.params) for f in fresh]
+            keys = await self._write(lambda c: store_functions.insert_functions(c, rows))
+            trace.assign_slots(fresh, keys)
+        hooked_keys = {f.key for f in child.hooked.values()}
+        to_add = [(trace.slot_of[key], f) for key, f in desired.items() if key not in hooked_keys]
+        to_remove = [slot for slot, f in child.hooked.items() if f.key not in desired]
+        plans = live.types.current_plans() if live.types is not None else []
+        if plans and not child.hooked:
+            await self.worker.run(functools.partial(handle.set_follow, plans))
+        hot, every = settings.hot_calls_per_second, settings.sample_every
+        if to_remove:
+            await self.worker.run(lambda: handle.update_hooks("remove", [(s, 0) for s in to_remove], hot, every))
+            for slot in to_remove:
+                child.hooked.pop(slot, None)
+        if to_add:
+            reply = await self.worker.run(
+                lambda: handle.update_hooks("add", [(s, f.runtime_address) for s, f in to_add], hot, every)
+            )
+            failed = {failure.id for failure in reply.failed}
+            child.hooked.update((slot, f) for slot, f in to_add if slot not in failed)
+        if live.types is not None and fresh:
+            live.types.hooked([(trace.slot_of[f.key], f) for f in fresh])
+        if child.image is live.image and live.watches:
+            hooked = [(slot, f.name, f.file) for slot, f in child.hooked.items()]
+            await self.worker.run(functools.partial(handle.set_watches, agent_watches(assign(live.watches), hooked)))
+
+    async def _sync_children(self, live: LiveSession) -> None:
+        """After a debug_trace change: every followed child gets its share of the new patterns and watches."""
+        for child in live.live_children():
+            try:
+                await self._sync_child(live, child, await self._desired_for(live, child))
+            except (ProcessGone, AgentTimeout, ProcessExited) as exc:
+                log.info("session %s: child %d not updated (%s)", live.record.id, child.pid, exc)
+
+    async def _rebind_root(self, live: LiveSession, handle: ProcessHandle, path: str) -> None:
+        """The launched process exec()ed: the session now traces its new program (patterns matched again;
+        watches, resolved against the old program's variables, are dropped)."""
+        assert live.trace is not None
+        image = load_image(handle, path, self.paths.cache_dir)
+        live.handle, live.image, live.symbols = handle, image, image.symbols
+        live.trace.hooked = {}
+        live.trace.ingest = live.trace.ingest.sibling(live.pid)
+        live.trace.ingest.watches = None
+        if live.watches:
+            log.info("session %s: watches dropped: the launched process exec()ed %s", live.record.id, path)
+            live.watches = []
+        key, pid = live.record.key, live.pid
+        await self._write(lambda c: store_sessions.set_process_binary(c, key, pid, path))
+        log.info("session %s: the launched process exec()ed %s", live.record.id, path)
+        symbols = await image.symbols
+        if symbols.main_has_dwarf and live.trace.patterns:
+            plan = plan_hooks([], live.trace.patterns, [], symbols.indexes, live.record.project_root)
+            assert live.settings is not None
+            await self._apply_plan(live, plan, live.settings)
 
     async def _finish(self, live: LiveSession, status: SessionStatus) -> None:
         if live.finished.is_set():
@@ -372,6 +573,8 @@ class SessionManager:
         if live.polls.polls:
             self._ended_polls[live.record.id] = live.polls.describe()
         self.launcher.forget(pid)
+        for child in live.children.values():
+            self.launcher.forget(child.pid)
         await self._write(lambda c: store_sessions.finish_process(c, key, pid, status, code, ended, signal))
         live.finished.set()
 
@@ -401,6 +604,7 @@ class SessionManager:
                 "debug_query but cannot be traced. Launch it again (debug_launch) to trace a new run."
             )
         assert live.trace is not None and live.symbols is not None
+        live.settings = settings
         async with live.trace_lock:
             plan: HookPlan | None = None
             warnings: list[str] = []
@@ -414,9 +618,15 @@ class SessionManager:
                 if add:
                     symbols.require_debug_info()
                 plan = plan_hooks(live.trace.patterns, add, remove, symbols.indexes, live.record.project_root)
-                warnings += plan.warnings + await self._apply_plan(live, plan, settings)
+                warnings += plan.warnings
+                if live.root_ended:  # only followed children are left: they take the patterns
+                    live.trace.patterns = plan.patterns
+                else:
+                    warnings += await self._apply_plan(live, plan, settings)
             if watch_add or watch_remove or (plan is not None and live.watches):  # scopes follow the hooks
                 warnings += await self._apply_watches(live, watches)
+            if live.children and (add or remove or watch_add or watch_remove):
+                await self._sync_children(live)
             return live, plan, warnings
 
     async def set_serialization_depth(self, session_id: str, depth: int) -> None:
@@ -598,8 +808,7 @@ class SessionManager:
         """Kill the process if it still runs; keep (retain) or delete the data. Returns (events, trimmed)."""
         live = self._live.get(session_id)
         if live is not None:
-            live.stopping = True
-            await self.worker.run(lambda: self.launcher.kill(live.pid))
+            await self._kill_all(live)
             try:
                 await asyncio.wait_for(live.finished.wait(), STOP_TIMEOUT_S)
             except TimeoutError:
@@ -617,8 +826,19 @@ class SessionManager:
             self._delete_dumps(session_id)
         return events, record.trimmed
 
+    async def _kill_all(self, live: LiveSession) -> None:
+        """Kill the launched process and every followed child still running."""
+        live.stopping = True
+        pids = [] if live.root_ended else [live.pid]
+        pids += [child.pid for child in live.live_children()]
+        for pid in pids:
+            await self.worker.run(functools.partial(self.launcher.kill, pid))
+
     async def list_sessions(self) -> list[SessionRecord]:
         return await self.reader.run(store_sessions.list_sessions)
+
+    async def session_processes(self, keys: list[int]) -> dict[int, list[store_sessions.ProcessRecord]]:
+        return await self.reader.run(lambda c: store_sessions.session_processes(c, keys))
 
     async def delete(self, session_id: str) -> int:
         if session_id in self._live:
@@ -645,13 +865,15 @@ class SessionManager:
         live = self._live.get(session_id)
         if live is None or live.handle is None:
             return
-        handle = live.handle
         if live.trace is not None and live.trace.slot_of:
-            try:
-                await self.worker.run(lambda: handle.flush(FLUSH_TIMEOUT_S))
-            except FridaAttachFailed as exc:
-                log.info("session %s: no flush (%s); querying what is stored", session_id, exc)
-                return
+            handles = [] if live.root_ended else [live.handle]
+            handles += [child.handle for child in live.live_children() if child.hooked]
+            for handle in handles:
+                try:
+                    await self.worker.run(functools.partial(handle.flush, FLUSH_TIMEOUT_S))
+                except FridaAttachFailed as exc:
+                    log.info("session %s: no flush of pid %d (%s); querying what is stored", session_id, handle.pid,
+                             exc)
         elif not live.polls.polls:
             return
         await self.ingest.barrier()  # trace batches and poll snapshots received so far

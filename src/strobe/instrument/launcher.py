@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import queue
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -45,6 +47,7 @@ log = logging.getLogger(__name__)
 
 HANDSHAKE_TIMEOUT_S = 10.0
 REQUEST_TIMEOUT_S = 60.0
+CHILD_RESUME_DEADLINE_S = 30.0  # a gated child the daemon has not resumed by then is resumed anyway
 FRIDA_ERRORS: tuple[type[Exception], ...] = tuple(
     getattr(frida, name) for name in dir(frida) if name.endswith("Error") and isinstance(getattr(frida, name), type)
 )
@@ -57,7 +60,9 @@ class ProcessObserver(Protocol):
 
     def on_exit_code(self, pid: int, code: int) -> None: ...
 
-    def on_detached(self, pid: int, reason: str) -> None: ...
+    def on_detached(self, handle: ProcessHandle, reason: str) -> None:
+        """Frida let go of the process: it ended ("process-terminated"), or exec()ed ("process-replaced": its new
+        image arrives through on_child, same pid, new handle)."""
 
     def on_trace_batch(self, pid: int, batch: TraceBatch, data: bytes) -> None: ...
 
@@ -69,6 +74,11 @@ class ProcessObserver(Protocol):
 
     def on_crash(self, pid: int, report: CrashReport, stack: bytes) -> None:
         """A fatal signal; the crashing thread waits until ProcessHandle.ack_crash()."""
+
+    def on_child(self, handle: ProcessHandle, origin: str, parent_pid: int, path: str) -> None:
+        """A followed process forked (origin "fork"; vfork too), posix_spawn()ed or exec()ed ("exec": same pid,
+        new image at `path`). The agent is loaded in it and it is still suspended: give it its hooks, then
+        Launcher.resume(handle.pid). It is resumed anyway after CHILD_RESUME_DEADLINE_S."""
 
 
 @dataclass
@@ -175,6 +185,24 @@ class ProcessHandle:
             event.set()
 
 
+def _parent_of(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("PPid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _exe_of(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return ""
+
+
 class ProcessGone(FridaAttachFailed):
     pass
 
@@ -188,11 +216,16 @@ class Launcher:
         self._device: Any = None
         self._observers: dict[int, ProcessObserver] = {}
         self._lock = threading.Lock()
+        self._agent_js = ""
+        self._children: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._child_thread: threading.Thread | None = None
+        self._deadlines: dict[int, threading.Timer] = {}
 
     def _get_device(self) -> Any:
         if self._device is None:
             self._device = frida.get_local_device()
             self._device.on("output", self._on_output)
+            self._device.on("child-added", self._on_child_added)
         return self._device
 
     def spawn(
@@ -213,6 +246,7 @@ class Launcher:
             ) from exc
         with self._lock:
             self._observers[pid] = observer
+            self._agent_js = agent_js
         try:
             return self._instrument(device, pid, agent_js, observer)
         except BaseException:
@@ -233,6 +267,10 @@ class Launcher:
             ) from exc
         except FRIDA_ERRORS as exc:
             raise FridaAttachFailed(f"Frida could not attach to pid {pid}: {exc}.") from exc
+        try:  # its children (fork, vfork, posix_spawn) and exec()s stop until we have followed them
+            session.enable_child_gating()
+        except FRIDA_ERRORS as exc:
+            raise FridaAttachFailed(f"Frida could not follow the children of pid {pid}: {exc}.") from exc
         try:
             script = session.create_script(agent_js, name="strobe-agent")
         except FRIDA_ERRORS as exc:
@@ -254,10 +292,19 @@ class Launcher:
         return handle
 
     def resume(self, pid: int) -> None:
+        with self._lock:
+            deadline = self._deadlines.pop(pid, None)
+        if deadline is not None:
+            deadline.cancel()
         try:
             self._get_device().resume(pid)
         except FRIDA_ERRORS as exc:
             raise FridaAttachFailed(f"The process {pid} could not be resumed: {exc}. Launch it again.") from exc
+
+    def resume_quietly(self, pid: int) -> None:
+        """Resume a gated child whatever happened to it (it may be running or gone already)."""
+        with contextlib.suppress(FridaAttachFailed):
+            self.resume(pid)
 
     def kill(self, pid: int) -> None:
         with contextlib.suppress(*FRIDA_ERRORS):  # already gone
@@ -265,6 +312,14 @@ class Launcher:
 
     def close(self) -> None:
         """Release Frida: its helper processes exit with it (they would otherwise outlive the daemon)."""
+        with self._lock:
+            deadlines, self._deadlines = list(self._deadlines.values()), {}
+        for deadline in deadlines:
+            deadline.cancel()
+        if self._child_thread is not None:
+            self._children.put(None)
+            self._child_thread.join(HANDSHAKE_TIMEOUT_S)
+            self._child_thread = None
         if self._device is not None:
             with contextlib.suppress(*FRIDA_ERRORS):
                 frida.shutdown()
@@ -274,7 +329,64 @@ class Launcher:
         with self._lock:
             self._observers.pop(pid, None)
 
+    # ---- children (the child thread) -------------------------------------------------------------
+
+    def _follow_children(self) -> None:
+        while True:
+            child = self._children.get()
+            if child is None:
+                return
+            try:
+                self._adopt(child)
+            except Exception:
+                log.exception("child %s could not be followed", getattr(child, "pid", "?"))
+                self.resume_quietly(int(child.pid))
+
+    def _adopt(self, child: Any) -> None:
+        """Attach to a gated child, load the agent, gate its own children, and hand it to its session's
+        observer; a child nobody owns, or that cannot be instrumented, is resumed untraced."""
+        pid, origin = int(child.pid), str(child.origin)
+        with self._lock:
+            replaced = self._observers.get(pid) if origin == "exec" else None
+            parent = int(child.parent_pid) if origin != "exec" else pid
+            if replaced is None and origin == "exec":
+                parent = _parent_of(pid)  # posix_spawn: Frida reports it as an exec of the new pid
+            observer = replaced or self._observers.get(parent)
+            agent_js = self._agent_js
+        if observer is None:
+            log.info("child %d (%s of %d) belongs to no session; resumed untraced", pid, origin, parent)
+            self.resume_quietly(pid)
+            return
+        path = str(child.path or "") or _exe_of(pid)
+        try:
+            handle = self._instrument(self._get_device(), pid, agent_js, observer)
+        except FridaAttachFailed as exc:
+            log.warning("child %d (%s of %d, %s) not followed: %s", pid, origin, parent, path, exc)
+            self.resume_quietly(pid)
+            return
+        with self._lock:
+            self._observers[pid] = observer
+            deadline = threading.Timer(CHILD_RESUME_DEADLINE_S, self._overdue, (pid,))
+            deadline.daemon = True
+            self._deadlines[pid] = deadline
+        deadline.start()
+        observer.on_child(handle, origin, parent, path)
+
+    def _overdue(self, pid: int) -> None:
+        log.warning("child %d was not resumed within %.0fs of being followed; resumed now", pid,
+                    CHILD_RESUME_DEADLINE_S)
+        self.resume_quietly(pid)
+
     # ---- Frida callbacks (Frida's threads) -------------------------------------------------------
+
+    def _on_child_added(self, child: Any) -> None:
+        """Only queue: any Frida call made from this callback deadlocks Frida's driver."""
+        with self._lock:
+            if self._child_thread is None:
+                self._child_thread = threading.Thread(target=self._follow_children, name="strobe-children",
+                                                      daemon=True)
+                self._child_thread.start()
+        self._children.put(child)
 
     def _observer(self, pid: int) -> ProcessObserver | None:
         with self._lock:
@@ -327,6 +439,4 @@ class Launcher:
 
     def _on_detached(self, handle: ProcessHandle, reason: str) -> None:
         handle.fail_pending()
-        observer = self._observer(handle.pid)
-        if observer is not None:
-            observer.on_detached(handle.pid, str(reason))
+        handle.observer.on_detached(handle, str(reason))

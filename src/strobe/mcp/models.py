@@ -224,3 +224,29 @@ class ReadRequest(StrictModel):
     poll: PollRequest | None = Field(
         default=None, description="Sample repeatedly into the timeline instead of reading once."
     )
+
+
+class TestRequest(StrictModel):
+    __test__ = False  # not a pytest test class
+
+    projectRoot: str = Field(min_length=1, description="Absolute path of the project; its files pick the framework.")
+    framework: str | None = Field(
+        default=None, min_length=1,
+        description="Override detection: cargo, go, pytest, unittest, catch2, gtest, jest, vitest, mocha, nodetest, "
+        "bun, deno, generic.",
+    )
+    level: Literal["unit", "integration", "e2e"] | None = Field(default=None, description="Omit for all tests.")
+    test: str | None = Field(default=None, min_length=1, description="Run only the tests whose name contains this.")
+    command: str | None = Field(
+        default=None, min_length=1,
+        description="The test binary (Catch2, GoogleTest) or, for framework 'generic', the test command.",
+    )
+    tracePatterns: list[str] | None = Field(default=None, description="Run the tests under Frida with these traced.")
+    watches: WatchChanges | None = Field(default=None, description="Run the tests under Frida with these watches.")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables for the tests.")
+
+
+class TestStatusRequest(StrictModel):
+    __test__ = False  # not a pytest test class
+
+    testRunId: str = Field(min_length=1, description="The id debug_test returned.")

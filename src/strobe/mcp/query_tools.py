@@ -41,6 +41,8 @@ async def query(ctx: ToolContext, req: QueryRequest) -> dict[str, Any]:
     result: dict[str, Any] = {"events": page.events, "totalCount": page.total_count, "hasMore": page.has_more}
     if page.pids:
         result["pids"] = page.pids
+        families = await manager.session_processes([record.key])
+        result["processes"] = [process.to_wire() for process in families.get(record.key, [])]
     result["sessionStatus"] = record.status.value
     if record.status.value != "running" and record.exit_code is not None:
         result["exitCode"] = record.exit_code

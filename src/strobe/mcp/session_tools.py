@@ -49,7 +49,15 @@ async def stop(ctx: ToolContext, req: StopRequest) -> dict[str, Any]:
 
 async def list_sessions(ctx: ToolContext, req: ListSessionsRequest) -> dict[str, Any]:
     records = await ctx.manager.list_sessions()
-    return {"sessions": [record.to_wire() for record in records]}
+    families = await ctx.manager.session_processes([record.key for record in records])
+    sessions = []
+    for record in records:
+        wire = record.to_wire()
+        processes = families.get(record.key, [])
+        if len(processes) > 1:  # followed children: how each process is doing
+            wire["processes"] = [process.to_wire() for process in processes]
+        sessions.append(wire)
+    return {"sessions": sessions}
 
 
 async def delete_session(ctx: ToolContext, req: DeleteSessionRequest) -> dict[str, Any]:

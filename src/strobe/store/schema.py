@@ -37,6 +37,13 @@ TIME_BUCKET_SHIFT = 26
 """event_time_counts buckets are 2**26 ns (~67 ms) of session time."""
 
 _DDL = """
+CREATE TABLE IF NOT EXISTS test_durations (  -- passed/failed tests' durations: debug_test's baselines
+    framework TEXT NOT NULL,
+    name TEXT NOT NULL,
+    duration_ms REAL NOT NULL,
+    at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS test_durations_by_test ON test_durations (framework, name, at);
 CREATE TABLE IF NOT EXISTS meta (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -65,6 +72,8 @@ CREATE TABLE IF NOT EXISTS processes (
     signal TEXT,
     started_at INTEGER NOT NULL,
     ended_at INTEGER,
+    parent_pid INTEGER,                   -- a followed child's parent; NULL for the launched process
+    binary_path TEXT,                     -- the image it runs (a child that exec()ed: the new one)
     PRIMARY KEY (session, pid)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS functions (
@@ -190,6 +199,8 @@ _ADDED_COLUMNS = (
     ("functions", "signature", "TEXT"),
     ("sessions", "signal", "TEXT"),
     ("processes", "signal", "TEXT"),
+    ("processes", "parent_pid", "INTEGER"),
+    ("processes", "binary_path", "TEXT"),
 )
 
 

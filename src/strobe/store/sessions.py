@@ -92,12 +92,28 @@ def insert_session(
     key = cursor.lastrowid
     assert key is not None
     conn.execute(
-        "INSERT INTO processes (session, pid, status, started_at) VALUES (?, ?, ?, ?)",
-        (key, pid, SessionStatus.RUNNING.value, started_at),
+        "INSERT INTO processes (session, pid, status, started_at, binary_path) VALUES (?, ?, ?, ?, ?)",
+        (key, pid, SessionStatus.RUNNING.value, started_at, binary_path),
     )
     record = get_session_by_key(conn, key)
     assert record is not None
     return record
+
+
+def add_process(
+    conn: sqlite3.Connection, session: int, pid: int, parent_pid: int, binary_path: str, started_at: int
+) -> None:
+    """A followed child (fork, posix_spawn) joined the session; an exec() keeps the row and changes its binary."""
+    conn.execute(
+        "INSERT INTO processes (session, pid, status, started_at, parent_pid, binary_path) VALUES (?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (session, pid) DO UPDATE SET binary_path = excluded.binary_path, status = excluded.status, "
+        "exit_code = NULL, signal = NULL, ended_at = NULL",
+        (session, pid, SessionStatus.RUNNING.value, started_at, parent_pid or None, binary_path),
+    )
+
+
+def set_process_binary(conn: sqlite3.Connection, session: int, pid: int, binary_path: str) -> None:
+    conn.execute("UPDATE processes SET binary_path = ? WHERE session = ? AND pid = ?", (binary_path, session, pid))
 
 
 def finish_process(
@@ -177,6 +193,41 @@ def count_events(conn: sqlite3.Connection, session: int) -> int:
 def session_pids(conn: sqlite3.Connection, session: int) -> list[int]:
     return [int(r[0]) for r in conn.execute("SELECT pid FROM processes WHERE session = ? ORDER BY started_at, pid",
                                             (session,))]
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    pid: int
+    parent_pid: int | None
+    binary_path: str | None
+    status: SessionStatus
+    exit_code: int | None
+    signal: str | None
+
+    def to_wire(self) -> dict[str, object]:
+        out: dict[str, object] = {"pid": self.pid, "status": self.status.value}
+        if self.parent_pid is not None:
+            out["parentPid"] = self.parent_pid
+        if self.binary_path:
+            out["binaryPath"] = self.binary_path
+        if self.status is not SessionStatus.RUNNING:
+            out["exitCode"] = self.exit_code
+        if self.signal is not None:
+            out["signal"] = self.signal
+        return out
+
+
+def session_processes(conn: sqlite3.Connection, sessions: list[int]) -> dict[int, list[ProcessRecord]]:
+    """Every process of these sessions (the launched one first, then followed children in the order they came)."""
+    out: dict[int, list[ProcessRecord]] = {}
+    for session in sessions:
+        rows = conn.execute(
+            "SELECT pid, parent_pid, binary_path, status, exit_code, signal FROM processes WHERE session = ? "
+            "ORDER BY parent_pid IS NOT NULL, started_at, pid", (session,)
+        )
+        out[session] = [ProcessRecord(pid, parent, binary, SessionStatus(status), code, signal)
+                        for pid, parent, binary, status, code, signal in rows]
+    return out
 
 
 def _like_prefix(text: str) -> str:

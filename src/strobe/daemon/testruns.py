@@ -1,0 +1,81 @@
+"""debug_test's runs as the daemon keeps them: picking the adapter, building its command, running it through
+the plain-subprocess runner, and the per-test duration baselines kept in the store."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from strobe.errors import ValidationError
+from strobe.store import test_durations
+from strobe.testing import adapters
+from strobe.testing.model import TestLevel
+from strobe.testing.runner import TestRunner
+
+log = logging.getLogger(__name__)
+
+Submit = Callable[[Callable[[Any], Any]], Any]  # Writer.call: runs on the writer's connection, in the background
+Read = Callable[[Callable[[Any], Any]], Awaitable[Any]]
+
+
+class TestRuns:
+    """Every test run of this daemon (plain subprocesses; see testing/runner.py)."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, home: Path, submit: Submit, read: Read) -> None:
+        self._dir = home / "tests"
+        self._submit, self._read = submit, read
+        self._durations: dict[tuple[str, str], list[float]] = {}
+        self.runner = TestRunner(self._dir, baselines=self._baseline, record_durations=self._record)
+
+    async def start(self) -> None:
+        self._durations = await self._read(test_durations.load_all)
+
+    async def close(self) -> None:
+        await self.runner.close()
+
+    async def run(
+        self, project_root: str, framework: str | None, level: str | None, test: str | None, command: str | None,
+        env: dict[str, str],
+    ) -> dict[str, Any]:
+        """Start a run; returns debug_test's immediate response."""
+        root = Path(project_root)
+        if not root.is_dir():
+            raise ValidationError(f"projectRoot '{project_root}' is not a directory. Pass the project's absolute path.")
+        if framework is not None:
+            adapter = adapters.by_name(framework)
+        else:
+            adapter, score = adapters.detect(root, command)
+            log.info("tests in %s: %s (confidence %d)", project_root, adapter.name, score)
+        run_id = str(uuid.uuid4())
+        report_dir = self._dir / f"{run_id}-reports"
+        report_dir.mkdir(parents=True, exist_ok=True)
+        test_level = TestLevel(level) if level is not None else None
+        if test is not None:
+            built = adapter.single_test_command(root, test, command, report_dir)
+        else:
+            built = adapter.suite_command(root, test_level, command, report_dir)
+        built = dataclasses.replace(built, env={**built.env, **env})
+        await self.runner.start(adapter, built, test, test_level, project_root=root, run_id=run_id)
+        return {"testRunId": run_id, "status": "running", "framework": adapter.display_name}
+
+    async def status(self, run_id: str, wait_s: float) -> dict[str, Any]:
+        return await self.runner.status(run_id, wait_s)
+
+    def _baseline(self, framework: str, test: str) -> float | None:
+        kept = self._durations.get((framework, test))
+        return sum(kept) / len(kept) if kept else None
+
+    def _record(self, framework: str, durations: list[tuple[str, float]]) -> None:
+        for name, ms in durations:
+            kept = self._durations.setdefault((framework, name), [])
+            kept.insert(0, ms)
+            del kept[test_durations.KEPT_PER_TEST:]
+        now = int(time.time() * 1000)
+        self._submit(lambda c: test_durations.record(c, framework, durations, now))  # lands in the background

@@ -1,0 +1,79 @@
+"""debug_test / debug_test_status through a real MCP client: detection, the async run, structured failures,
+baselines, hung tests diagnosed and killed, and the errors a caller can get."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import StrobeClient, ToolError, poll
+from tests.testing.adapters.harness import copy_project
+
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
+PROJECTS = Path(__file__).parents[1] / "targets" / "testprojects"
+
+
+async def finished(strobe: StrobeClient, run_id: str, timeout: float = 180) -> dict[str, Any]:
+    """Call debug_test_status until the run is no longer running (each call blocks up to 15 s)."""
+
+    async def check() -> dict[str, Any] | None:
+        status = await strobe.call("debug_test_status", testRunId=run_id)
+        return None if status["status"] == "running" else status
+
+    return await poll(check, timeout, f"test run {run_id} to finish")
+
+
+async def test_a_pytest_project_runs_to_structured_results(strobe: StrobeClient, tmp_path: Path) -> None:
+    project = copy_project("pytest_basic", tmp_path)
+    started = await strobe.call("debug_test", projectRoot=str(project))
+    assert started["status"] == "running" and started["framework"] == "pytest"
+    status = await finished(strobe, started["testRunId"])
+    assert status["status"] == "completed", status
+    result = status["result"]
+    assert result["framework"] == "pytest"
+    assert {k: result["summary"][k] for k in ("passed", "failed", "skipped")} == {"passed": 5, "failed": 2,
+                                                                                  "skipped": 2}
+    negative = next(f for f in result["failures"] if "test_add_negative" in f["name"])
+    assert Path(negative["file"]).name == "test_ops.py" and negative["line"] == 14
+    assert "sum of negatives" in negative["message"] and negative["suggestedTraces"][0] == "calc.ops.*"
+    details = Path(result["details"]).read_text()
+    assert "test_add_negative" in details and "sum of negatives" in details
+
+    # One test by name: only it runs; its duration now has a baseline from the first run.
+    single = await strobe.call("debug_test", projectRoot=str(project), test="test_add_negative")
+    result = (await finished(strobe, single["testRunId"]))["result"]
+    assert result["summary"]["failed"] == 1 and result["summary"]["passed"] == 0
+
+
+async def test_a_deadlocked_test_is_diagnosed_with_stacks_and_killed(strobe: StrobeClient, tmp_path: Path) -> None:
+    binary = tmp_path / "deadlock"
+    subprocess.run(["gcc", "-g", "-O0", "-pthread", "-o", str(binary), str(PROJECTS / "stuck" / "deadlock.c")],
+                   check=True)
+    started = await strobe.call("debug_test", projectRoot=str(tmp_path), framework="generic", command=str(binary))
+    assert started["framework"] == "Generic"
+    status = await finished(strobe, started["testRunId"], timeout=90)
+    assert status["status"] == "completed", status
+    (stuck,) = status["result"]["stuck"]
+    assert stuck["diagnosis"].startswith("Deadlock")
+    frames = [frame for thread in stuck["threads"] for frame in thread["stack"]]
+    assert any("transfer_funds" in frame for frame in frames) and any("audit_ledger" in frame for frame in frames)
+    assert "transfer_funds" in " ".join(stuck["suggestedTraces"])
+    assert subprocess.run(["pgrep", "-f", str(binary)], capture_output=True).returncode == 1  # killed
+
+
+async def test_errors_say_what_to_do(strobe: StrobeClient, tmp_path: Path) -> None:
+    with pytest.raises(ToolError) as unknown:
+        await strobe.call("debug_test_status", testRunId="no-such-run")
+    assert unknown.value.code == "TEST_RUN_NOT_FOUND"
+    with pytest.raises(ToolError) as framework:
+        await strobe.call("debug_test", projectRoot=str(tmp_path), framework="nunit")
+    assert framework.value.code == "VALIDATION_ERROR" and "pytest" in framework.value.message
+    with pytest.raises(ToolError) as generic:
+        await strobe.call("debug_test", projectRoot=str(tmp_path))  # nothing detected: generic needs a command
+    assert generic.value.code == "VALIDATION_ERROR" and "command" in generic.value.message
+    with pytest.raises(ToolError) as traced:
+        await strobe.call("debug_test", projectRoot=str(tmp_path), tracePatterns=["calc::*"])
+    assert traced.value.code == "VALIDATION_ERROR" and "debug_launch" in traced.value.message
