@@ -54,6 +54,15 @@ async def test_a_deadlocked_test_is_diagnosed_with_stacks_and_killed(strobe: Str
                    check=True)
     started = await strobe.call("debug_test", projectRoot=str(tmp_path), framework="generic", command=str(binary))
     assert started["framework"] == "Generic"
+    # A client that asks for progress gets notifications while debug_test_status waits (every ~2 s).
+    notes: list[tuple[float, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        notes.append((progress, message))
+
+    await strobe.session.call_tool("debug_test_status", {"testRunId": started["testRunId"]},
+                                   progress_callback=on_progress)
+    assert notes and all(message and "passed" in message for _, message in notes)
     status = await finished(strobe, started["testRunId"], timeout=90)
     assert status["status"] == "completed", status
     (stuck,) = status["result"]["stuck"]

@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from strobe.daemon.argtypes import ArgumentTypes
-from strobe.daemon.children import ChildProcess, ProcessImage, load_image
+from strobe.daemon.children import ChildFollowing, ChildProcess, ProcessImage, load_image
 from strobe.daemon.crashes import crash_row, describe_crash
 from strobe.daemon.crashes import thread_name as crash_thread_name
 from strobe.daemon.ingest import IngestWorker, TraceIngest
@@ -211,6 +211,7 @@ class SessionManager:
         self._tasks: set[asyncio.Task[None]] = set()
         self._ended_polls: dict[str, list[dict[str, Any]]] = {}
         self.tests = TestRuns(paths.home, self.writer.call, self.reader.run)
+        self.following = ChildFollowing(self.worker, self._write, paths.cache_dir)
 
     async def start(self) -> None:
         self.writer.start()
@@ -449,98 +450,14 @@ class SessionManager:
                 if origin == "exec" and pid == live.pid:
                     await self._rebind_root(live, handle, path)
                 else:
-                    child = await self._child_for(live, handle, origin, parent, path)
-                    await self._sync_child(live, child, await self._desired_for(live, child))
+                    child = await self.following.child_for(live, handle, origin, parent, path)
+                    await self.following.sync(live, child, await self.following.desired_for(live, child))
         except (ProcessGone, AgentTimeout, ProcessExited) as exc:
             log.info("session %s: child %d went away while being followed (%s)", live.record.id, pid, exc)
         except Exception:
             log.exception("session %s: child %d could not be given its hooks", live.record.id, pid)
         finally:
             await self.worker.run(functools.partial(self.launcher.resume_quietly, pid))
-
-    async def _child_for(
-        self, live: LiveSession, handle: ProcessHandle, origin: str, parent: int, path: str
-    ) -> ChildProcess:
-        assert live.trace is not None and live.image is not None
-        pid, key, now = handle.pid, live.record.key, _now_ms()
-        existing = live.children.get(pid)
-        if origin == "exec" and existing is not None:  # a followed child exec()ed: same pid, a new program
-            existing.handle, existing.hooked, existing.ended = handle, {}, False
-            existing.image = load_image(handle, path, self.paths.cache_dir)
-            live.trace.ingest.sibling(pid)  # the new agent numbers its records afresh
-            await self._write(lambda c: store_sessions.set_process_binary(c, key, pid, path))
-            log.info("session %s: child %d exec()ed %s", live.record.id, pid, path)
-            return existing
-        parent_child = live.children.get(parent)
-        if origin == "exec":  # posix_spawn(): a new process with a new image
-            image = load_image(handle, path, self.paths.cache_dir)
-        elif parent_child is not None:
-            image = parent_child.image
-        else:
-            image = live.image
-        child = ChildProcess(pid, parent, handle, image)
-        live.children[pid] = child
-        live.trace.ingest.sibling(pid)
-        await self._write(lambda c: store_sessions.add_process(c, key, pid, parent, image.binary, now))
-        log.info("session %s: following child %d (%s of %d, %s)", live.record.id, pid, origin, parent, image.binary)
-        return child
-
-    async def _desired_for(self, live: LiveSession, child: ChildProcess) -> dict[tuple[str, int, str], Any]:
-        """The functions a child should have hooked: its image's share of the session's patterns."""
-        assert live.trace is not None
-        if child.image is live.image:  # the launched program's image: exactly its hooks
-            return {f.key: f for f in live.trace.hooked.values()}
-        if not live.trace.patterns:
-            return {}
-        symbols = await child.image.symbols
-        if not symbols.main_has_dwarf:
-            log.info("session %s: %s has no debug info; pid %d is followed for output and crashes only",
-                     live.record.id, child.image.binary, child.pid)
-            return {}
-        plan = plan_hooks([], live.trace.patterns, [], symbols.indexes, live.record.project_root)
-        return dict(plan.desired)
-
-    async def _sync_child(
-        self, live: LiveSession, child: ChildProcess, desired: dict[tuple[str, int, str], Any]
-    ) -> None:
-        """Make a child's hooks (and, for the launched program's image, watches and argument plans) match."""
-        trace, handle, settings = live.trace, child.handle, live.settings
-        assert trace is not None and settings is not None
-        fresh = [f for key, f in desired.items() if key not in trace.slot_of]
-        if fresh:
-            rows = [(f.name, f.info.raw, f.file, f.info.line, f.info.params) for f in fresh]
-            keys = await self._write(lambda c: store_functions.insert_functions(c, rows))
-            trace.assign_slots(fresh, keys)
-        hooked_keys = {f.key for f in child.hooked.values()}
-        to_add = [(trace.slot_of[key], f) for key, f in desired.items() if key not in hooked_keys]
-        to_remove = [slot for slot, f in child.hooked.items() if f.key not in desired]
-        plans = live.types.current_plans() if live.types is not None else []
-        if plans and not child.hooked:
-            await self.worker.run(functools.partial(handle.set_follow, plans))
-        hot, every = settings.hot_calls_per_second, settings.sample_every
-        if to_remove:
-            await self.worker.run(lambda: handle.update_hooks("remove", [(s, 0) for s in to_remove], hot, every))
-            for slot in to_remove:
-                child.hooked.pop(slot, None)
-        if to_add:
-            reply = await self.worker.run(
-                lambda: handle.update_hooks("add", [(s, f.runtime_address) for s, f in to_add], hot, every)
-            )
-            failed = {failure.id for failure in reply.failed}
-            child.hooked.update((slot, f) for slot, f in to_add if slot not in failed)
-        if live.types is not None and fresh:
-            live.types.hooked([(trace.slot_of[f.key], f) for f in fresh])
-        if child.image is live.image and live.watches:
-            hooked = [(slot, f.name, f.file) for slot, f in child.hooked.items()]
-            await self.worker.run(functools.partial(handle.set_watches, agent_watches(assign(live.watches), hooked)))
-
-    async def _sync_children(self, live: LiveSession) -> None:
-        """After a debug_trace change: every followed child gets its share of the new patterns and watches."""
-        for child in live.live_children():
-            try:
-                await self._sync_child(live, child, await self._desired_for(live, child))
-            except (ProcessGone, AgentTimeout, ProcessExited) as exc:
-                log.info("session %s: child %d not updated (%s)", live.record.id, child.pid, exc)
 
     async def _rebind_root(self, live: LiveSession, handle: ProcessHandle, path: str) -> None:
         """The launched process exec()ed: the session now traces its new program (patterns matched again;
@@ -626,7 +543,7 @@ class SessionManager:
             if watch_add or watch_remove or (plan is not None and live.watches):  # scopes follow the hooks
                 warnings += await self._apply_watches(live, watches)
             if live.children and (add or remove or watch_add or watch_remove):
-                await self._sync_children(live)
+                await self.following.sync_all(live)
             return live, plan, warnings
 
     async def set_serialization_depth(self, session_id: str, depth: int) -> None:

@@ -3,6 +3,8 @@ the plain-subprocess runner, and the per-test duration baselines kept in the sto
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
@@ -21,6 +23,8 @@ log = logging.getLogger(__name__)
 
 Submit = Callable[[Callable[[Any], Any]], Any]  # Writer.call: runs on the writer's connection, in the background
 Read = Callable[[Callable[[Any], Any]], Awaitable[Any]]
+Report = Callable[[float, float | None, str | None], Awaitable[None]]  # (progress, total, message)
+PROGRESS_EVERY_S = 2.0
 
 
 class TestRuns:
@@ -65,8 +69,21 @@ class TestRuns:
         await self.runner.start(adapter, built, test, test_level, project_root=root, run_id=run_id)
         return {"testRunId": run_id, "status": "running", "framework": adapter.display_name}
 
-    async def status(self, run_id: str, wait_s: float) -> dict[str, Any]:
-        return await self.runner.status(run_id, wait_s)
+    async def status(self, run_id: str, wait_s: float, report: Report | None = None) -> dict[str, Any]:
+        """debug_test_status: waits up to wait_s for the run to end; meanwhile `report` gets the counts every
+        PROGRESS_EVERY_S (MCP progress notifications, for clients that asked for them)."""
+        run = self.runner.get(run_id)
+        deadline = time.monotonic() + wait_s
+        while not run.done.is_set() and (remaining := deadline - time.monotonic()) > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(run.done.wait(), min(PROGRESS_EVERY_S, remaining))
+            if report is not None and not run.done.is_set():
+                progress = (await self.runner.status(run_id, 0))["progress"]
+                done = progress["passed"] + progress["failed"] + progress["skipped"]
+                current = f", running {progress['currentTest']}" if progress.get("currentTest") else ""
+                await report(done, None, f"{progress['passed']} passed, {progress['failed']} failed, "
+                             f"{progress['skipped']} skipped{current}")
+        return await self.runner.status(run_id, 0)
 
     def _baseline(self, framework: str, test: str) -> float | None:
         kept = self._durations.get((framework, test))

@@ -6,6 +6,7 @@ back as results with isError set and {"error": {"code", "message"}} so the agent
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -102,7 +103,7 @@ def build_server(context: ToolContext, on_activity: Callable[[int], None]) -> Se
         started = time.monotonic()
         try:
             request = tool.model.model_validate(params.arguments or {})
-            result = await tool.handler(context, request)
+            result = await tool.handler(dataclasses.replace(context, progress=ctx.session.report_progress), request)
         except pydantic.ValidationError as exc:
             return _error_result(ErrorCode.VALIDATION_ERROR, describe_validation_error(exc))
         except StrobeError as exc:

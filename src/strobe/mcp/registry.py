@@ -11,11 +11,14 @@ from pydantic import BaseModel
 from strobe.daemon.sessions import SessionManager
 from strobe.paths import StrobePaths
 
+Progress = Callable[[float, float | None, str | None], Awaitable[None]]  # (progress, total, message)
+
 
 @dataclass(frozen=True)
 class ToolContext:
     manager: SessionManager
     paths: StrobePaths
+    progress: Progress | None = None  # this call's MCP progress notifications (a no-op if the client asked none)
 
 
 Handler = Callable[[ToolContext, Any], Awaitable[dict[str, Any]]]

@@ -30,7 +30,7 @@ async def run_tests(ctx: ToolContext, req: TestRequest) -> dict[str, Any]:
 
 
 async def test_status(ctx: ToolContext, req: TestStatusRequest) -> dict[str, Any]:
-    return await ctx.manager.tests.status(req.testRunId, STATUS_WAIT_S)
+    return await ctx.manager.tests.status(req.testRunId, STATUS_WAIT_S, ctx.progress)
 
 
 TOOLS = (
