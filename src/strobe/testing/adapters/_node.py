@@ -104,6 +104,27 @@ def walk_dirs(root: Path) -> Iterator[Path]:
         yield Path(directory)
 
 
+def imports_module(project_root: Path, files: re.Pattern[str], module: str, max_scanned: int = 500) -> bool:
+    """Whether one of the project's files named like `files` (the first `max_scanned`) imports `module`
+    ('bun:test', 'node:test') in its first 8 KB, where imports are."""
+    scanned = 0
+    for directory in walk_dirs(project_root):
+        for entry in sorted(os.listdir(directory)):
+            if not files.search(entry):
+                continue
+            scanned += 1
+            if scanned > max_scanned:
+                return False
+            try:
+                with open(directory / entry, encoding="utf-8", errors="replace") as handle:
+                    head = handle.read(8192)
+            except OSError:
+                continue
+            if f"'{module}'" in head or f'"{module}"' in head:
+                return True
+    return False
+
+
 def test_files(project_root: Path, name: re.Pattern[str], limit: int = 50) -> list[str]:
     """Files whose name matches `name` (e.g. `*.test.js`), relative to the project, for `noTests` results."""
     found: list[str] = []

@@ -8,7 +8,6 @@ from PATH. Bun writes no report when a file fails to load, so a syntax error com
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import shutil
@@ -18,6 +17,7 @@ from strobe.errors import ValidationError
 from strobe.testing.adapters._junit import JunitError, parse_junit
 from strobe.testing.adapters._node import (
     find_bin,
+    imports_module,
     js_regex_escape,
     level_dirs,
     locate,
@@ -29,7 +29,6 @@ from strobe.testing.adapters._node import (
     strip_ansi,
     suggest,
     test_files,
-    walk_dirs,
 )
 from strobe.testing.adapters.base import FinishedRun, StackKind, TestAdapter, tail
 from strobe.testing.model import LiveProgress, Outcome, ParsedRun, ProjectInfo, TestCase, TestCommand, TestLevel
@@ -43,27 +42,6 @@ _FILTER = "--test-name-pattern"
 _NO_TESTS = "No tests found!"
 _UNHANDLED = re.compile(r"^# Unhandled error between tests\n-+\n(?P<body>.*?)\n-+$", re.MULTILINE | re.DOTALL)
 _SOURCE_LINE = re.compile(r"^\s*(?:\d+ \|.*|[~^]+)\s*$")  # the quoted source and its caret
-_MAX_SCANNED = 500
-
-
-def _imports_bun_test(project_root: Path) -> bool:
-    """Whether a test file (the first few hundred) imports bun:test in its first 8 KB, where imports are."""
-    scanned = 0
-    for directory in walk_dirs(project_root):
-        for entry in sorted(os.listdir(directory)):
-            if not _TEST_FILE.search(entry):
-                continue
-            scanned += 1
-            if scanned > _MAX_SCANNED:
-                return False
-            try:
-                with open(directory / entry, encoding="utf-8", errors="replace") as handle:
-                    head = handle.read(8192)
-            except OSError:
-                continue
-            if "'bun:test'" in head or '"bun:test"' in head:
-                return True
-    return False
 
 
 def _unhandled_errors(output: str, cwd: Path) -> list[TestCase]:
@@ -114,7 +92,7 @@ class BunAdapter(TestAdapter):
         if (isinstance(script, str) and script.startswith("bun test")) or (
                 isinstance(manager, str) and manager.startswith("bun@")):
             return 85
-        return 80 if _imports_bun_test(project_root) else 0
+        return 80 if imports_module(project_root, _TEST_FILE, "bun:test") else 0
 
     def _command(self, project_root: Path, report_dir: Path, extra: list[str]) -> TestCommand:
         report = report_dir / "junit.xml"

@@ -21,6 +21,7 @@ from pathlib import Path
 from strobe.errors import ValidationError
 from strobe.testing.adapters._junit import JunitError, parse_junit
 from strobe.testing.adapters._node import (
+    imports_module,
     js_regex_escape,
     level_dirs,
     locate,
@@ -52,7 +53,6 @@ _NOT_MATCHING = "test name does not match pattern"  # how Node 20 reports the te
 _WRAPPER = re.compile(r"^\[?Error \[ERR_TEST_FAILURE\]: ")
 _QUOTED = re.compile(r"^'((?:\\.|[^'\\])*)'")
 _SOURCES = re.compile(r"\.[cm]?[jt]sx?$")
-_MAX_SCANNED = 500
 
 
 def is_node_test_file(path: str) -> bool:
@@ -70,26 +70,6 @@ def _test_files(project_root: Path) -> list[str]:
             if is_node_test_file(relative_path) and (directory / entry).is_file():
                 found.append(relative_path)
     return found
-
-
-def _imports_node_test(project_root: Path) -> bool:
-    """Whether a source file (the first few hundred) imports node:test in its first 8 KB, where imports are."""
-    scanned = 0
-    for directory in walk_dirs(project_root):
-        for entry in sorted(os.listdir(directory)):
-            if not _SOURCES.search(entry):
-                continue
-            scanned += 1
-            if scanned > _MAX_SCANNED:
-                return False
-            try:
-                with open(directory / entry, encoding="utf-8", errors="replace") as handle:
-                    head = handle.read(8192)
-            except OSError:
-                continue
-            if "'node:test'" in head or '"node:test"' in head:
-                return True
-    return False
 
 
 @dataclass
@@ -131,7 +111,7 @@ class NodeTestAdapter(TestAdapter):
         scripts = read_package_json(project_root).get("scripts")
         if isinstance(scripts, dict) and any(isinstance(s, str) and "node --test" in s for s in scripts.values()):
             return 80
-        return 80 if _imports_node_test(project_root) else 0
+        return 80 if imports_module(project_root, _SOURCES, "node:test") else 0
 
     def _command(self, project_root: Path, report_dir: Path, extra: list[str]) -> TestCommand:
         node = shutil.which("node")
