@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 import shutil
 import threading
 import time
@@ -57,7 +58,7 @@ from strobe.instrument.protocol import (
 )
 from strobe.instrument.worker import FridaWorker
 from strobe.paths import StrobePaths
-from strobe.settings import Settings
+from strobe.settings import Settings, load_settings
 from strobe.store import functions as store_functions
 from strobe.store import sessions as store_sessions
 from strobe.store.query import EventFilter, QueryPage, query_events
@@ -112,6 +113,7 @@ class LiveSession:
     settings: Settings | None = None
     image: ProcessImage | None = None  # what the launched process runs (a new one after it exec()s)
     children: dict[int, ChildProcess] = field(default_factory=dict)  # followed processes by pid
+    owns_output: bool = True  # False when attached to a process whose pipes another reader has (test runs)
     root_ended: bool = False
     settling: bool = False
     _closed_fds: set[int] = field(default_factory=set)
@@ -205,7 +207,7 @@ class SessionManager(SessionReads):
         self._launch_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self._ended_polls: dict[str, list[dict[str, Any]]] = {}
-        self.tests = TestRuns(paths.home, self.writer.call, self.reader.run)
+        self.tests = TestRuns(paths.home, self.writer.call, self.reader.run, self._attach_test)
         self.following = ChildFollowing(self.worker, self._write, paths.cache_dir)
 
     async def start(self) -> None:
@@ -303,6 +305,43 @@ class SessionManager(SessionReads):
                 raise
             return live, warnings
 
+    async def _attach_test(self, pid: int, program: str, project_root: str, patterns: list[str]) -> str:
+        settings = load_settings(self.paths, project_root)
+        live = await self.attach_gated(pid, program, project_root, patterns, settings)
+        return live.record.id
+
+    async def attach_gated(
+        self, pid: int, program: str, project_root: str, patterns: list[str], settings: Settings
+    ) -> LiveSession:
+        """A session on a process that waits to exec() its real program (a traced test run, see daemon/testruns.py):
+        attached with child gating, the patterns are hooked in the program it execs and in its children."""
+        parse_patterns(patterns, project_root)
+        agent_js = await self.worker.run(self.agent.get)
+        loop = asyncio.get_running_loop()
+        placeholder = SessionRecord(0, "", program, project_root, pid, 0, None, SessionStatus.RUNNING, None, False, 0)
+        live = LiveSession(
+            record=placeholder, writer=self.writer, ingest_worker=self.ingest, loop=loop, on_gone=self._on_gone,
+            on_crashed=self._on_crashed, on_child_added=self._on_child_added, settings=settings, owns_output=False,
+        )
+        live.handle = await self.worker.run(lambda: self.launcher.attach(pid, agent_js, live))
+        base_id = session_base_id(program, datetime.now())
+        try:
+            live.record = await self._write(
+                lambda c: store_sessions.insert_session(c, base_id, program, project_root, pid, _now_ms())
+            )
+        except BaseException:
+            await self.worker.run(lambda: self.launcher.kill(pid))
+            raise
+        self.writer.set_limit(live.record.key, settings.max_events_per_session)
+        self._live[live.record.id] = live
+        live.start_ns = time.monotonic_ns()
+        live.trace = SessionTrace(TraceIngest(self.writer, live.record.key, pid, live.start_ns))
+        live.trace.patterns = list(dict.fromkeys(patterns))  # hooked once it execs its program
+        live.types = self._argument_types(live, live.trace.ingest)
+        live.image = load_image(live.handle, os.readlink(f"/proc/{pid}/exe"), self.paths.cache_dir)
+        live.symbols = live.image.symbols
+        return live
+
     def _argument_types(self, live: LiveSession, ingest: TraceIngest) -> ArgumentTypes:
         async def send_follow(funcs: list[dict[str, Any]]) -> None:
             """To every process: plans are by function slot, which only means something where it is hooked."""
@@ -385,7 +424,7 @@ class SessionManager(SessionReads):
 
     async def _settle(self, live: LiveSession, reason: str) -> None:
         """Every process is gone: let the last output drain, then record how the session ended."""
-        if not await asyncio.to_thread(live.streams_closed.wait, STREAM_DRAIN_TIMEOUT_S):
+        if live.owns_output and not await asyncio.to_thread(live.streams_closed.wait, STREAM_DRAIN_TIMEOUT_S):
             log.warning(
                 "session %s: stdout/stderr still open %.0fs after the process ended (a child holds them?)",
                 live.record.id, STREAM_DRAIN_TIMEOUT_S,

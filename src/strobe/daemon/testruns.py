@@ -7,12 +7,14 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from strobe.daemon.tracing import parse_patterns
 from strobe.errors import ValidationError
 from strobe.store import test_durations
 from strobe.testing import adapters
@@ -24,6 +26,19 @@ log = logging.getLogger(__name__)
 Submit = Callable[[Callable[[Any], Any]], Any]  # Writer.call: runs on the writer's connection, in the background
 Read = Callable[[Callable[[Any], Any]], Awaitable[Any]]
 Report = Callable[[float, float | None, str | None], Awaitable[None]]  # (progress, total, message)
+Attach = Callable[[int, str, str, list[str]], Awaitable[str]]  # (pid, program, project root, patterns) -> session
+# The traced run's first process: blocks reading the FIFO ($0) until the session is attached, then becomes the
+# test command. `read` is a shell builtin: nothing is forked before the exec.
+_GATE_SCRIPT = 'read _ < "$0"; exec "$@"'
+
+
+def _open_gate(gate: Path) -> None:
+    """Let the gated command go on: O_RDWR never blocks on a FIFO, whether or not the reader is there yet."""
+    fd = os.open(gate, os.O_RDWR | os.O_NONBLOCK)
+    try:
+        os.write(fd, b"go\n")
+    finally:
+        os.close(fd)
 PROGRESS_EVERY_S = 2.0
 
 
@@ -32,10 +47,11 @@ class TestRuns:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, home: Path, submit: Submit, read: Read) -> None:
+    def __init__(self, home: Path, submit: Submit, read: Read, attach: Attach) -> None:
         self._dir = home / "tests"
-        self._submit, self._read = submit, read
+        self._submit, self._read, self._attach = submit, read, attach
         self._durations: dict[tuple[str, str], list[float]] = {}
+        self._sessions: dict[str, str] = {}  # test run id -> the session tracing it
         self.runner = TestRunner(self._dir, baselines=self._baseline, record_durations=self._record)
 
     async def start(self) -> None:
@@ -46,9 +62,11 @@ class TestRuns:
 
     async def run(
         self, project_root: str, framework: str | None, level: str | None, test: str | None, command: str | None,
-        env: dict[str, str],
+        env: dict[str, str], trace_patterns: list[str] | None = None,
     ) -> dict[str, Any]:
-        """Start a run; returns debug_test's immediate response."""
+        """Start a run; returns debug_test's immediate response. With trace_patterns the run is traced: its
+        command waits on a FIFO until a session is attached to it, then exec()s the tests (gated, so the
+        patterns are hooked in the test program and every child) and its sessionId is in every status."""
         root = Path(project_root)
         if not root.is_dir():
             raise ValidationError(f"projectRoot '{project_root}' is not a directory. Pass the project's absolute path.")
@@ -66,8 +84,23 @@ class TestRuns:
         else:
             built = adapter.suite_command(root, test_level, command, report_dir)
         built = dataclasses.replace(built, env={**built.env, **env})
-        await self.runner.start(adapter, built, test, test_level, project_root=root, run_id=run_id)
-        return {"testRunId": run_id, "status": "running", "framework": adapter.display_name}
+        if trace_patterns is None:
+            await self.runner.start(adapter, built, test, test_level, project_root=root, run_id=run_id)
+            return {"testRunId": run_id, "status": "running", "framework": adapter.display_name}
+        parse_patterns(trace_patterns, project_root)  # a bad pattern is refused before anything runs
+        gate = report_dir / "strobe-gate"
+        os.mkfifo(gate, 0o600)
+        gated = dataclasses.replace(built, argv=["/bin/sh", "-c", _GATE_SCRIPT, str(gate), *built.argv])
+        await self.runner.start(adapter, gated, test, test_level, project_root=root, run_id=run_id)
+        run = self.runner.get(run_id)
+        try:
+            if run.process is None:  # it could not start: the run's status says why
+                return {"testRunId": run_id, "status": "running", "framework": adapter.display_name}
+            session_id = await self._attach(run.process.pid, built.argv[0], project_root, trace_patterns)
+        finally:
+            _open_gate(gate)  # traced or not (the error is raised to the caller), the run must not hang
+        self._sessions[run_id] = session_id
+        return {"testRunId": run_id, "status": "running", "framework": adapter.display_name, "sessionId": session_id}
 
     async def status(self, run_id: str, wait_s: float, report: Report | None = None) -> dict[str, Any]:
         """debug_test_status: waits up to wait_s for the run to end; meanwhile `report` gets the counts every
@@ -83,7 +116,10 @@ class TestRuns:
                 current = f", running {progress['currentTest']}" if progress.get("currentTest") else ""
                 await report(done, None, f"{progress['passed']} passed, {progress['failed']} failed, "
                              f"{progress['skipped']} skipped{current}")
-        return await self.runner.status(run_id, 0)
+        status = await self.runner.status(run_id, 0)
+        if run_id in self._sessions:
+            status["sessionId"] = self._sessions[run_id]
+        return status
 
     def _baseline(self, framework: str, test: str) -> float | None:
         kept = self._durations.get((framework, test))

@@ -255,6 +255,19 @@ class Launcher:
                 self._observers.pop(pid, None)
             raise
 
+    def attach(self, pid: int, agent_js: str, observer: ProcessObserver) -> ProcessHandle:
+        """Instrument a process someone else started (a test run's): it keeps running; its output is not ours."""
+        device = self._get_device()
+        with self._lock:
+            self._observers[pid] = observer
+            self._agent_js = agent_js
+        try:
+            return self._instrument(device, pid, agent_js, observer)
+        except BaseException:
+            with self._lock:
+                self._observers.pop(pid, None)
+            raise
+
     def _instrument(self, device: Any, pid: int, agent_js: str, observer: ProcessObserver) -> ProcessHandle:
         try:
             session = device.attach(pid)

@@ -13,13 +13,13 @@ STATUS_WAIT_S = 15.0
 
 
 async def run_tests(ctx: ToolContext, req: TestRequest) -> dict[str, Any]:
-    if req.tracePatterns is not None or req.watches is not None:
+    if req.watches is not None:
         raise ValidationError(
-            "Traced test runs (tracePatterns/watches) are not available in this version. Run debug_test without "
-            "them to find the failing test; then debug_launch its test binary (the `command` a failure's rerun "
-            "names) and trace it with debug_trace."
+            "watches are not available with debug_test yet. Start the run with tracePatterns, then add watches to "
+            "its session with debug_trace({sessionId, watches}) while it runs."
         )
-    result = await ctx.manager.tests.run(req.projectRoot, req.framework, req.level, req.test, req.command, req.env)
+    result = await ctx.manager.tests.run(req.projectRoot, req.framework, req.level, req.test, req.command, req.env,
+                                         req.tracePatterns)
     settings = load_settings(ctx.paths, req.projectRoot)
     result["nextSteps"] = (
         f"Call debug_test_status({{testRunId: '{result['testRunId']}'}}): it waits up to 15s for the result, "
