@@ -39,6 +39,7 @@ async def test_a_pytest_project_runs_to_structured_results(strobe: StrobeClient,
     negative = next(f for f in result["failures"] if "test_add_negative" in f["name"])
     assert Path(negative["file"]).name == "test_ops.py" and negative["line"] == 14
     assert "sum of negatives" in negative["message"] and negative["suggestedTraces"][0] == "calc.ops.*"
+    assert "pytest" in negative["rerunCommand"] and "test_add_negative" in negative["rerunCommand"]
     details = Path(result["details"]).read_text()
     assert "test_add_negative" in details and "sum of negatives" in details
 

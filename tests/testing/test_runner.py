@@ -137,7 +137,8 @@ async def test_completed_run_reports_outcomes_failures_progress_and_details(tmp_
     assert result["failures"] == [{
         "name": "bank::ledger_balances", "file": "src/ledger.rs", "line": 42,
         "message": "assertion `left == right` failed: left: 90, right: 100",
-        "suggestedTraces": ["bank::ledger::*", "bank::tests::*", "@file:ledger.rs"]}]
+        "suggestedTraces": ["bank::ledger::*", "bank::tests::*", "@file:ledger.rs"],
+        "rerunCommand": "fake bank::ledger_balances"}]
     progress = runner.get(run_id).progress  # the adapter saw every line as it came
     assert (progress.passed, progress.failed, progress.skipped) == (1, 1, 1)
     details = Path(result["details"]).read_text()

@@ -86,6 +86,7 @@ class TestRuns:
         built = dataclasses.replace(built, env={**built.env, **env})
         if trace_patterns is None:
             await self.runner.start(adapter, built, test, test_level, project_root=root, run_id=run_id)
+            self.runner.get(run_id).user_command = command
             return {"testRunId": run_id, "status": "running", "framework": adapter.display_name}
         parse_patterns(trace_patterns, project_root)  # a bad pattern is refused before anything runs
         gate = report_dir / "strobe-gate"
@@ -93,6 +94,7 @@ class TestRuns:
         gated = dataclasses.replace(built, argv=["/bin/sh", "-c", _GATE_SCRIPT, str(gate), *built.argv])
         await self.runner.start(adapter, gated, test, test_level, project_root=root, run_id=run_id)
         run = self.runner.get(run_id)
+        run.user_command = command
         try:
             if run.process is None:  # it could not start: the run's status says why
                 return {"testRunId": run_id, "status": "running", "framework": adapter.display_name}

@@ -72,6 +72,7 @@ class TestRun:
     output: dict[str, list[bytes]] = field(default_factory=lambda: {"stdout": [], "stderr": []})
     pipes: set[int] = field(default_factory=set)  # inodes of the output pipes, to find processes holding them
     log_file: TextIO | None = None
+    user_command: str | None = None  # debug_test's `command` (a test binary), for rerun commands
 
     def fail(self, error: str) -> None:
         self.status, self.error = "failed", error
@@ -316,7 +317,7 @@ class TestRunner:
         summary: dict[str, Any] = {"passed": counts[Outcome.PASSED], "failed": counts[Outcome.FAILED],
                                    "skipped": counts[Outcome.SKIPPED], "durationMs": duration_ms}
         result: dict[str, Any] = {"framework": run.adapter.display_name, "summary": summary,
-                                  "failures": [self._failure(run.adapter, c) for c in cases
+                                  "failures": [self._failure(run, c) for c in cases
                                                if c.outcome is Outcome.FAILED],
                                   "stuck": [], "details": str(run.details)}
         if run.verdict:
@@ -335,7 +336,8 @@ class TestRunner:
         return result
 
     @staticmethod
-    def _failure(adapter: TestAdapter, case: TestCase) -> dict[str, Any]:
+    def _failure(run: TestRun, case: TestCase) -> dict[str, Any]:
+        adapter = run.adapter
         try:
             traces = adapter.suggest_traces(case)
         except Exception:
@@ -343,6 +345,10 @@ class TestRunner:
             traces = []
         failure: dict[str, Any] = {"name": case.name, "message": case.message or "Failed (no message in the report)",
                                    "suggestedTraces": traces}
+        try:
+            failure["rerunCommand"] = adapter.rerun_command(run.project_root, case.name, run.user_command)
+        except Exception:  # a hint only
+            log.exception("%s.rerun_command failed", adapter.name)
         if case.file:
             failure["file"] = case.file
         if case.line is not None:
