@@ -84,9 +84,6 @@ async def test_errors_say_what_to_do(strobe: StrobeClient, tmp_path: Path) -> No
     with pytest.raises(ToolError) as generic:
         await strobe.call("debug_test", projectRoot=str(tmp_path))  # nothing detected: generic needs a command
     assert generic.value.code == "VALIDATION_ERROR" and "command" in generic.value.message
-    with pytest.raises(ToolError) as watched:
-        await strobe.call("debug_test", projectRoot=str(tmp_path), watches={"add": [{"variable": "gCount"}]})
-    assert watched.value.code == "VALIDATION_ERROR" and "debug_trace" in watched.value.message
     with pytest.raises(ToolError) as pattern:
         await strobe.call("debug_test", projectRoot=str(tmp_path), framework="generic", command="/bin/true",
                           tracePatterns=["@nonsense"])
@@ -96,7 +93,9 @@ async def test_errors_say_what_to_do(strobe: StrobeClient, tmp_path: Path) -> No
 TRACED_TEST = r"""
 #include <stdio.h>
 __attribute__((noinline)) int add(int a, int b) { return a + b - (a < 0); }  /* wrong for negatives */
+int g_checks;
 __attribute__((noinline)) int check_sum(int a, int b, int expected) {
+    g_checks++;
     int got = add(a, b);
     if (got != expected) printf("FAIL add(%d, %d) = %d, expected %d\n", a, b, got, expected);
     return got == expected;
@@ -111,7 +110,7 @@ async def test_a_traced_run_records_function_events_under_its_session(strobe: St
     binary = tmp_path / "sum_test"
     subprocess.run(["gcc", "-g", "-O0", "-o", str(binary), str(source)], check=True)
     started = await strobe.call("debug_test", projectRoot=str(tmp_path), framework="generic", command=str(binary),
-                                tracePatterns=["check_sum", "add"])
+                                tracePatterns=["check_sum", "add"], watches={"add": [{"variable": "g_checks"}]})
     sid = started["sessionId"]
     status = await finished(strobe, started["testRunId"])
     assert status["status"] == "completed" and status["sessionId"] == sid
@@ -121,5 +120,7 @@ async def test_a_traced_run_records_function_events_under_its_session(strobe: St
     assert [(e["function"], e["returnValue"]) for e in exits if e["function"] == "check_sum"] == [
         ("check_sum", 1), ("check_sum", 0)]
     assert [e["returnValue"] for e in exits if e["function"] == "add"] == [5, -6]
+    # The watch, set in the test program once it was hooked, is read at each traced call.
+    assert [e["watchValues"]["g_checks"] for e in exits if e["function"] == "check_sum"] == [1, 2]
     assert {e["pid"] for e in exits} == {next(s for s in (await strobe.call("debug_list_sessions"))["sessions"]
                                               if s["sessionId"] == sid)["pid"]}

@@ -114,6 +114,7 @@ class LiveSession:
     image: ProcessImage | None = None  # what the launched process runs (a new one after it exec()s)
     children: dict[int, ChildProcess] = field(default_factory=dict)  # followed processes by pid
     owns_output: bool = True  # False when attached to a process whose pipes another reader has (test runs)
+    pending_watches: list[WatchSpec] = field(default_factory=list)  # set once the launched process exec()s
     root_ended: bool = False
     settling: bool = False
     _closed_fds: set[int] = field(default_factory=set)
@@ -305,9 +306,12 @@ class SessionManager(SessionReads):
                 raise
             return live, warnings
 
-    async def _attach_test(self, pid: int, program: str, project_root: str, patterns: list[str]) -> str:
+    async def _attach_test(
+        self, pid: int, program: str, project_root: str, patterns: list[str], watches: Sequence[WatchSpec]
+    ) -> str:
         settings = load_settings(self.paths, project_root)
         live = await self.attach_gated(pid, program, project_root, patterns, settings)
+        live.pending_watches = list(watches)
         return live.record.id
 
     async def attach_gated(
@@ -513,6 +517,13 @@ class SessionManager(SessionReads):
             plan = plan_hooks([], live.trace.patterns, [], symbols.indexes, live.record.project_root)
             assert live.settings is not None
             await self._apply_plan(live, plan, live.settings)
+        if live.pending_watches:  # a traced test run's watches, for the program it has just become
+            specs, live.pending_watches = live.pending_watches, []
+            resolved = await self._resolve_watches(live.record.id, specs)
+            watches, warnings = plan_watches([], specs, [], resolved, live.record.project_root)
+            warnings += await self._apply_watches(live, watches)
+            for warning in warnings:
+                log.info("session %s: %s", live.record.id, warning)
 
     async def _finish(self, live: LiveSession, status: SessionStatus) -> None:
         if live.finished.is_set():

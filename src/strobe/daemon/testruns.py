@@ -10,11 +10,12 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from strobe.daemon.tracing import parse_patterns
+from strobe.daemon.watches import WatchSpec
 from strobe.errors import ValidationError
 from strobe.store import test_durations
 from strobe.testing import adapters
@@ -26,7 +27,8 @@ log = logging.getLogger(__name__)
 Submit = Callable[[Callable[[Any], Any]], Any]  # Writer.call: runs on the writer's connection, in the background
 Read = Callable[[Callable[[Any], Any]], Awaitable[Any]]
 Report = Callable[[float, float | None, str | None], Awaitable[None]]  # (progress, total, message)
-Attach = Callable[[int, str, str, list[str]], Awaitable[str]]  # (pid, program, project root, patterns) -> session
+# (pid, program, project root, patterns, watches) -> the session id
+Attach = Callable[[int, str, str, list[str], Sequence[WatchSpec]], Awaitable[str]]
 # The traced run's first process: blocks reading the FIFO ($0) until the session is attached, then becomes the
 # test command. `read` is a shell builtin: nothing is forked before the exec.
 _GATE_SCRIPT = 'read _ < "$0"; exec "$@"'
@@ -62,11 +64,12 @@ class TestRuns:
 
     async def run(
         self, project_root: str, framework: str | None, level: str | None, test: str | None, command: str | None,
-        env: dict[str, str], trace_patterns: list[str] | None = None,
+        env: dict[str, str], trace_patterns: list[str] | None = None, watches: Sequence[WatchSpec] = (),
     ) -> dict[str, Any]:
         """Start a run; returns debug_test's immediate response. With trace_patterns the run is traced: its
         command waits on a FIFO until a session is attached to it, then exec()s the tests (gated, so the
-        patterns are hooked in the test program and every child) and its sessionId is in every status."""
+        patterns are hooked in the test program and every child; `watches` are set in the test program once it is
+        hooked) and its sessionId is in every status."""
         root = Path(project_root)
         if not root.is_dir():
             raise ValidationError(f"projectRoot '{project_root}' is not a directory. Pass the project's absolute path.")
@@ -98,7 +101,7 @@ class TestRuns:
         try:
             if run.process is None:  # it could not start: the run's status says why
                 return {"testRunId": run_id, "status": "running", "framework": adapter.display_name}
-            session_id = await self._attach(run.process.pid, built.argv[0], project_root, trace_patterns)
+            session_id = await self._attach(run.process.pid, built.argv[0], project_root, trace_patterns, watches)
         finally:
             _open_gate(gate)  # traced or not (the error is raised to the caller), the run must not hang
         self._sessions[run_id] = session_id

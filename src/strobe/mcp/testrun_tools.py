@@ -4,22 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from strobe.errors import ValidationError
 from strobe.mcp.models import TestRequest, TestStatusRequest
 from strobe.mcp.registry import Tool, ToolContext
+from strobe.mcp.trace_tools import watch_specs
 from strobe.settings import load_settings
 
 STATUS_WAIT_S = 15.0
 
 
 async def run_tests(ctx: ToolContext, req: TestRequest) -> dict[str, Any]:
-    if req.watches is not None:
-        raise ValidationError(
-            "watches are not available with debug_test yet. Start the run with tracePatterns, then add watches to "
-            "its session with debug_trace({sessionId, watches}) while it runs."
-        )
+    watches, _ = watch_specs(req.watches)
+    traced = req.tracePatterns is not None or req.watches is not None  # either one: the run is traced
     result = await ctx.manager.tests.run(req.projectRoot, req.framework, req.level, req.test, req.command, req.env,
-                                         req.tracePatterns)
+                                         (req.tracePatterns or []) if traced else None, watches)
     settings = load_settings(ctx.paths, req.projectRoot)
     result["nextSteps"] = (
         f"Call debug_test_status({{testRunId: '{result['testRunId']}'}}): it waits up to 15s for the result, "

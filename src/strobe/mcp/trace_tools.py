@@ -7,22 +7,23 @@ from typing import Any
 from strobe.daemon.tracing import stability_status
 from strobe.daemon.watches import WatchSpec
 from strobe.errors import ValidationError
-from strobe.mcp.models import TraceRequest
+from strobe.mcp.models import TraceRequest, WatchChanges
 from strobe.mcp.registry import Tool, ToolContext
 from strobe.settings import load_settings
 
 
-def _specs(req: TraceRequest) -> tuple[list[WatchSpec], list[str]]:
-    if req.watches is None:
+def watch_specs(changes: WatchChanges | None) -> tuple[list[WatchSpec], list[str]]:
+    """Watches to add (as the daemon takes them) and labels to remove."""
+    if changes is None:
         return [], []
     specs = [WatchSpec(variable=w.variable, address=w.address, type=w.type, label=w.label, expr=w.expr,
-                       on=tuple(w.on) if w.on is not None else None) for w in req.watches.add]
-    return specs, list(req.watches.remove)
+                       on=tuple(w.on) if w.on is not None else None) for w in changes.add]
+    return specs, list(changes.remove)
 
 
 async def trace(ctx: ToolContext, req: TraceRequest) -> dict[str, Any]:
     manager = ctx.manager
-    watch_add, watch_remove = _specs(req)
+    watch_add, watch_remove = watch_specs(req.watches)
     if req.sessionId is None and (watch_add or watch_remove):
         raise ValidationError(
             "Watches need a running process: launch first, then call debug_trace with its sessionId and watches. "
