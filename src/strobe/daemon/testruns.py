@@ -102,8 +102,11 @@ class TestRuns:
             if run.process is None:  # it could not start: the run's status says why
                 return {"testRunId": run_id, "status": "running", "framework": adapter.display_name}
             session_id = await self._attach(run.process.pid, built.argv[0], project_root, trace_patterns, watches)
+        except BaseException:
+            await self.runner.cancel(run_id)  # the caller gets the error: no untraced run goes on unseen
+            raise
         finally:
-            _open_gate(gate)  # traced or not (the error is raised to the caller), the run must not hang
+            _open_gate(gate)  # never leave the gated command waiting
         self._sessions[run_id] = session_id
         return {"testRunId": run_id, "status": "running", "framework": adapter.display_name, "sessionId": session_id}
 
