@@ -28,7 +28,6 @@ from strobe.testing.stacks import (
     process_tree,
 )
 
-PROGRAMS = Path(__file__).parents[1] / "targets" / "testprojects" / "stuck"
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
 
 EU_STACK = f"""PID 4242 - process
@@ -69,14 +68,6 @@ Thread 4242 (idle): "MainThread"
 Thread 0x7F0011 (active): "worker"
     serve (app/server.py:88)
 """
-
-
-@pytest.fixture(scope="module")
-def programs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    out = tmp_path_factory.mktemp("stuck-programs")
-    for source in PROGRAMS.glob("*.c"):
-        subprocess.run(["gcc", "-g", "-O0", "-pthread", "-o", str(out / source.stem), str(source)], check=True)
-    return lambda name: out / name
 
 
 @pytest.fixture

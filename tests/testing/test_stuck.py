@@ -28,7 +28,6 @@ from strobe.testing.stuck import (
     waits_in,
 )
 
-PROGRAMS = Path(__file__).parents[1] / "targets" / "testprojects" / "stuck"
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
 APP = "/home/me/app/bank_tests"
 PID = 100
@@ -269,14 +268,6 @@ def test_suggested_traces_use_the_programs_own_frames() -> None:
 
 FAST: dict[str, Any] = {"suspect_after_s": 1.0, "confirm_after_s": 2.0, "slack_s": 0.1}
 INTERVAL = 0.5
-
-
-@pytest.fixture(scope="module")
-def programs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    out = tmp_path_factory.mktemp("stuck-programs")
-    for source in PROGRAMS.glob("*.c"):
-        subprocess.run(["gcc", "-g", "-O0", "-pthread", "-o", str(out / source.stem), str(source)], check=True)
-    return lambda name: out / name
 
 
 @pytest.fixture
