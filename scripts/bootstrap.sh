@@ -47,4 +47,24 @@ if [ ! -f tests/toolchains/node_modules/.package-lock.json ] \
    || [ tests/toolchains/package.json -nt tests/toolchains/node_modules/.package-lock.json ]; then
   (cd tests/toolchains && npm install --no-audit --no-fund --loglevel=error)
 fi
+# Wheels: tests/packaging builds one with --no-build-isolation (so .venv needs the build requirements) and
+# installs it into a fresh virtualenv offline, from a wheelhouse of the runtime dependencies as pip resolves
+# them. Both are refreshed only when pyproject.toml's requirements (or the interpreter) change.
+WHEELHOUSE=.venv/wheelhouse
+toml_list() {
+  .venv/bin/python -c 'import sys, tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))[sys.argv[1]][sys.argv[2]], sep="\n")' "$1" "$2"
+}
+mapfile -t build_requires < <(toml_list build-system requires)
+mapfile -t runtime_deps < <(toml_list project dependencies)
+[ ${#build_requires[@]} -gt 0 ] && [ ${#runtime_deps[@]} -gt 0 ] || { echo "bootstrap: cannot read pyproject.toml" >&2; exit 1; }
+wheelhouse_key=$(printf '%s\n' "${build_requires[@]}" "${runtime_deps[@]}" "$(.venv/bin/python -VV)" | sha256sum | cut -c1-16)
+if [ "$(cat "$WHEELHOUSE/.stamp" 2>/dev/null)" != "$wheelhouse_key" ]; then
+  echo "bootstrap: build requirements into .venv, runtime dependencies into $WHEELHOUSE"
+  .venv/bin/python -m pip install -q "${build_requires[@]}"
+  rm -rf "$WHEELHOUSE.tmp"
+  .venv/bin/python -m pip wheel -q -w "$WHEELHOUSE.tmp" "${runtime_deps[@]}"
+  echo "$wheelhouse_key" >"$WHEELHOUSE.tmp/.stamp"
+  rm -rf "$WHEELHOUSE"
+  mv "$WHEELHOUSE.tmp" "$WHEELHOUSE"
+fi
 echo "bootstrap: ready (.venv)"
