@@ -29,7 +29,7 @@ def configure_logging(paths: StrobePaths) -> None:
 
 
 async def _serve(paths: StrobePaths) -> None:
-    manager = SessionManager(paths)
+    manager = SessionManager.create(paths)
     await manager.start()
     idle = IdleClock()
     mcp_server = build_server(ToolContext(manager=manager, paths=paths), idle.activity)

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from strobe.mcp import wire
 from strobe.store import sessions as ss
 from strobe.store.schema import EVENT_COLUMNS, EventKind, connect
 from strobe.store.sessions import SessionRecord, SessionStatus
@@ -138,8 +139,8 @@ def test_a_crashed_process_keeps_its_signal(conn: sqlite3.Connection) -> None:
     ss.finish_process(conn, record.key, 100, SessionStatus.CRASHED, None, 5_000, "SIGSEGV")
     after = ss.get_session_by_key(conn, record.key)
     assert after is not None and (after.status, after.signal) == (SessionStatus.CRASHED, "SIGSEGV")
-    assert after.to_wire()["status"] == "crashed" and after.to_wire()["signal"] == "SIGSEGV"
-    assert "signal" not in record.to_wire()
+    assert wire.session(after)["status"] == "crashed" and wire.session(after)["signal"] == "SIGSEGV"
+    assert "signal" not in wire.session(record)
     row = conn.execute("SELECT status, signal FROM processes WHERE session = ?", (record.key,)).fetchone()
     assert row == ("crashed", "SIGSEGV")
 
@@ -334,7 +335,7 @@ def test_followed_children_and_how_each_process_ended(conn: sqlite3.Connection) 
     ss.finish_process(conn, record.key, 510, SessionStatus.EXITED, 3, 4_500)
     # A child's end leaves the session running: the session follows its launched process.
     assert ss.get_session_by_key(conn, record.key).status is SessionStatus.RUNNING  # type: ignore[union-attr]
-    wires = [p.to_wire() for p in ss.session_processes(conn, [record.key])[record.key]]
+    wires = [wire.process(p) for p in ss.session_processes(conn, [record.key])[record.key]]
     assert wires == [
         {"pid": 500, "status": "running", "binaryPath": "/bin/prog"},
         {"pid": 510, "status": "exited", "parentPid": 500, "binaryPath": "/bin/other", "exitCode": 3},
@@ -369,7 +370,7 @@ def _record(**over: Any) -> SessionRecord:
 
 
 def test_to_wire_running() -> None:
-    assert _record().to_wire() == {
+    assert wire.session(_record()) == {
         "sessionId": "prog",
         "binaryPath": "/bin/prog",
         "pid": 10,
@@ -380,7 +381,7 @@ def test_to_wire_running() -> None:
 
 
 def test_to_wire_exited() -> None:
-    assert _record(status=SessionStatus.EXITED, exit_code=2, ended_at=500).to_wire() == {
+    assert wire.session(_record(status=SessionStatus.EXITED, exit_code=2, ended_at=500)) == {
         "sessionId": "prog",
         "binaryPath": "/bin/prog",
         "pid": 10,
@@ -392,8 +393,8 @@ def test_to_wire_exited() -> None:
 
 
 def test_to_wire_stopped_retained() -> None:
-    wire = _record(status=SessionStatus.STOPPED, ended_at=500, retained=True, trimmed=7).to_wire()
-    assert wire == {
+    shown = wire.session(_record(status=SessionStatus.STOPPED, ended_at=500, retained=True, trimmed=7))
+    assert shown == {
         "sessionId": "prog",
         "binaryPath": "/bin/prog",
         "pid": 10,
@@ -410,7 +411,7 @@ def test_to_wire_from_store(conn: sqlite3.Connection) -> None:
     ss.finish_process(conn, record.key, 7, SessionStatus.EXITED, 1, 2_000)
     stored = ss.get_session(conn, "prog")
     assert stored is not None
-    assert stored.to_wire() == {
+    assert wire.session(stored) == {
         "sessionId": "prog",
         "binaryPath": "/bin/prog",
         "pid": 7,

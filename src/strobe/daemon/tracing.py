@@ -1,17 +1,17 @@
 """Which functions a session's patterns select, and the hook changes that make the process match.
 
-Planning is pure (patterns + symbols in, desired hooks and warnings out); SessionManager applies a
+Planning is pure (patterns + symbols in, desired hooks and warnings out); daemon/hooking.py applies a
 plan through the agent. Function slots (the agent's function ids) are never reused within a session,
 so an event decoded late can never be attributed to a different function.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from strobe.daemon.ingest import TraceIngest
+from strobe.daemon.ingest import SlotTable
 from strobe.daemon.symbols import TraceableFunction
 from strobe.errors import InvalidPattern
 from strobe.symbols.patterns import Pattern, parse_pattern
@@ -121,17 +121,18 @@ def plan_hooks(
 
 @dataclass
 class SessionTrace:
-    """The trace state of one live process."""
+    """A session's trace state, shared by all its processes: the active patterns and the function slots
+    (the agent's function ids) given out so far. Which slots each process has hooked is its own
+    (daemon/process.py)."""
 
-    ingest: TraceIngest
+    table: SlotTable
     patterns: list[str] = field(default_factory=list)
     slot_of: dict[tuple[str, int, str], int] = field(default_factory=dict)
-    hooked: dict[int, TraceableFunction] = field(default_factory=dict)
-    sampling: dict[int, bool] = field(default_factory=dict)
+    sampling: dict[int, bool] = field(default_factory=dict)  # the launched process's sampled slots
 
-    def new_functions(self, plan: HookPlan) -> list[TraceableFunction]:
+    def new_functions(self, desired: Mapping[tuple[str, int, str], TraceableFunction]) -> list[TraceableFunction]:
         """Functions to hook that never had a slot in this session."""
-        return [f for key, f in plan.desired.items() if key not in self.slot_of]
+        return [f for key, f in desired.items() if key not in self.slot_of]
 
     def assign_slots(self, functions: Sequence[TraceableFunction], db_keys: Sequence[int]) -> None:
         for function, db_key in zip(functions, db_keys, strict=True):
@@ -142,17 +143,16 @@ class SessionTrace:
                     "can; relaunch to start afresh with narrower patterns."
                 )
             self.slot_of[function.key] = slot
-            self.ingest.hook(slot, db_key, function.info.params)
+            self.table.hook(slot, db_key, function.info.params)
 
-    def changes(self, plan: HookPlan) -> tuple[list[tuple[int, TraceableFunction]], list[int]]:
-        """(slot, function) pairs to hook and slots to unhook so the process matches the plan."""
-        hooked_keys = {f.key for f in self.hooked.values()}
-        to_add = [(self.slot_of[key], f) for key, f in plan.desired.items() if key not in hooked_keys]
-        to_remove = [slot for slot, f in self.hooked.items() if f.key not in plan.desired]
+    def changes(
+        self, hooked: Mapping[int, TraceableFunction], desired: Mapping[tuple[str, int, str], TraceableFunction]
+    ) -> tuple[list[tuple[int, TraceableFunction]], list[int]]:
+        """(slot, function) pairs to hook and slots to unhook so that a process with `hooked` matches `desired`."""
+        hooked_keys = {f.key for f in hooked.values()}
+        to_add = [(self.slot_of[key], f) for key, f in desired.items() if key not in hooked_keys]
+        to_remove = [slot for slot, f in hooked.items() if f.key not in desired]
         return to_add, to_remove
-
-    def sampled_function_names(self) -> list[str]:
-        return sorted({self.hooked[slot].name for slot, on in self.sampling.items() if on and slot in self.hooked})
 
 
 def stability_status(hooked: int, matched: int, sampled: list[str]) -> str:

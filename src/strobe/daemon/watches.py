@@ -53,21 +53,6 @@ class Watch:
         function = _Named(name, file)
         return any(p.matches(function) for p in self.scope)
 
-    def describe(self) -> dict[str, object]:
-        out: dict[str, object] = {"label": self.label}
-        if self.spec.variable is not None:
-            out["variable"] = self.spec.variable
-        if self.spec.address is not None:
-            out["address"] = self.spec.address
-        if self.spec.expr is not None:
-            out["expr"] = self.spec.expr
-        if self.read is not None:
-            out["type"] = self.read.type_name
-            out["size"] = self.read.size
-        if self.spec.on is not None:
-            out["on"] = list(self.spec.on)
-        return out
-
 
 @dataclass(frozen=True)
 class _Named:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from strobe.mcp import wire
 from strobe.mcp.models import QueryRequest
 from strobe.mcp.registry import Tool, ToolContext
 from strobe.settings import load_settings
@@ -42,7 +43,7 @@ async def query(ctx: ToolContext, req: QueryRequest) -> dict[str, Any]:
     if page.pids:
         result["pids"] = page.pids
         families = await manager.session_processes([record.key])
-        result["processes"] = [process.to_wire() for process in families.get(record.key, [])]
+        result["processes"] = [wire.process(process) for process in families.get(record.key, [])]
     result["sessionStatus"] = record.status.value
     if record.status.value != "running" and record.exit_code is not None:
         result["exitCode"] = record.exit_code

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from strobe.instrument.command import resolve_command
+from strobe.mcp import wire
 from strobe.mcp.models import DeleteSessionRequest, LaunchRequest, ListSessionsRequest, StopRequest
 from strobe.mcp.registry import Tool, ToolContext
 from strobe.settings import load_settings
@@ -14,11 +15,11 @@ async def launch(ctx: ToolContext, req: LaunchRequest) -> dict[str, Any]:
     settings = load_settings(ctx.paths, req.projectRoot)
     command = resolve_command(req.command, req.args, req.cwd, req.projectRoot)
     pending = len(ctx.manager.pending_patterns)
-    live, warnings = await ctx.manager.launch(command, req.projectRoot, req.env, settings)
-    sid = live.record.id
+    launched = await ctx.manager.launch(command, req.projectRoot, req.env, settings)
+    sid = launched.session_id
     result: dict[str, Any] = {
         "sessionId": sid,
-        "pid": live.pid,
+        "pid": launched.pid,
         "nextSteps": (
             f"The process is running and its stdout/stderr are being captured. Read the output first: "
             f"debug_query({{sessionId: '{sid}', eventType: 'stderr'}}) (and 'stdout'). Add function traces "
@@ -28,9 +29,9 @@ async def launch(ctx: ToolContext, req: LaunchRequest) -> dict[str, Any]:
     }
     if pending:
         result["pendingPatternsApplied"] = pending
-        result["hookedFunctions"] = len(live.trace.hooked) if live.trace is not None else 0
-    if settings.warnings or warnings:
-        result["warnings"] = [*settings.warnings, *warnings]
+        result["hookedFunctions"] = launched.hooked
+    if settings.warnings or launched.warnings:
+        result["warnings"] = [*settings.warnings, *launched.warnings]
     return result
 
 
@@ -52,11 +53,11 @@ async def list_sessions(ctx: ToolContext, req: ListSessionsRequest) -> dict[str,
     families = await ctx.manager.session_processes([record.key for record in records])
     sessions = []
     for record in records:
-        wire = record.to_wire()
+        shown = wire.session(record)
         processes = families.get(record.key, [])
         if len(processes) > 1:  # followed children: how each process is doing
-            wire["processes"] = [process.to_wire() for process in processes]
-        sessions.append(wire)
+            shown["processes"] = [wire.process(process) for process in processes]
+        sessions.append(shown)
     return {"sessions": sessions}
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from strobe.daemon.tracing import stability_status
 from strobe.daemon.watches import WatchSpec
 from strobe.errors import ValidationError
+from strobe.mcp import wire
 from strobe.mcp.models import TraceRequest, WatchChanges
 from strobe.mcp.registry import Tool, ToolContext
 from strobe.settings import load_settings
@@ -49,25 +50,21 @@ async def trace(ctx: ToolContext, req: TraceRequest) -> dict[str, Any]:
     settings = load_settings(ctx.paths, record.project_root)
     if req.serializationDepth is not None:
         await manager.set_serialization_depth(req.sessionId, req.serializationDepth)
-    live, plan, warnings = await manager.trace(req.sessionId, req.add, req.remove, settings, watch_add, watch_remove)
-    assert live.trace is not None
-    hooked = len(live.trace.hooked)
-    sampled = live.trace.sampled_function_names()
+    state = await manager.trace(req.sessionId, req.add, req.remove, settings, watch_add, watch_remove)
     result: dict[str, Any] = {
         "mode": "runtime",
-        "activePatterns": list(live.trace.patterns),
-        "hookedFunctions": hooked,
+        "activePatterns": state.patterns,
+        "hookedFunctions": state.hooked,
     }
-    matched = plan.matched if plan is not None else hooked
-    if matched != hooked:
-        result["matchedFunctions"] = matched
+    if state.matched != state.hooked:
+        result["matchedFunctions"] = state.matched
     result.update(
-        activeWatches=[w.describe() for w in live.watches],
-        warnings=[*settings.warnings, *warnings],
+        activeWatches=[wire.watch(w) for w in state.watches],
+        warnings=[*settings.warnings, *state.warnings],
         eventLimit=settings.max_events_per_session,
-        status=stability_status(hooked, matched, sampled),
+        status=stability_status(state.hooked, state.matched, state.sampled),
     )
-    if hooked:
+    if state.hooked:
         result["nextSteps"] = (
             f"Exercise the code, then debug_query({{sessionId: '{req.sessionId}', eventType: 'function_exit'}}) "
             "or filter by function; add verbose: true for arguments and return values."

@@ -33,23 +33,6 @@ class SessionRecord:
     sampled_out: int = 0
     signal: str | None = None  # crashed: the fatal signal ("SIGSEGV")
 
-    def to_wire(self) -> dict[str, object]:
-        out: dict[str, object] = {
-            "sessionId": self.id,
-            "binaryPath": self.binary_path,
-            "pid": self.pid,
-            "startedAt": self.started_at,
-            "endedAt": self.ended_at,
-            "status": self.status.value,
-        }
-        if self.status is not SessionStatus.RUNNING:
-            out["exitCode"] = self.exit_code
-        if self.signal is not None:
-            out["signal"] = self.signal
-        if self.retained:
-            out["retained"] = True
-        return out
-
 
 _COLUMNS = (
     "key, id, binary_path, project_root, pid, started_at, ended_at, status, exit_code, retained, trimmed, "
@@ -203,18 +186,6 @@ class ProcessRecord:
     status: SessionStatus
     exit_code: int | None
     signal: str | None
-
-    def to_wire(self) -> dict[str, object]:
-        out: dict[str, object] = {"pid": self.pid, "status": self.status.value}
-        if self.parent_pid is not None:
-            out["parentPid"] = self.parent_pid
-        if self.binary_path:
-            out["binaryPath"] = self.binary_path
-        if self.status is not SessionStatus.RUNNING:
-            out["exitCode"] = self.exit_code
-        if self.signal is not None:
-            out["signal"] = self.signal
-        return out
 
 
 def session_processes(conn: sqlite3.Connection, sessions: list[int]) -> dict[int, list[ProcessRecord]]:

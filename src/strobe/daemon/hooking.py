@@ -1,0 +1,129 @@
+"""Making a process's hooks and watches match the session's: one algorithm for the launched process and every
+followed child, with one failure policy (a function that cannot be hooked is a warning naming it, whichever
+process it is in).
+
+A process's desired hooks are its image's share of the session's patterns: a forked child, running its
+parent's image, gets the same functions; a new image (exec, posix_spawn) has its functions matched again.
+Watches are resolved against the launched program's variables, so only processes running its image read them.
+
+    warnings = await hooking.sync(live, process, await hooking.desired_for(live, process))
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Mapping
+
+from strobe.daemon.ingest import TraceIngest
+from strobe.daemon.live import LiveSession
+from strobe.daemon.process import TracedProcess
+from strobe.daemon.runtimes import Runtime
+from strobe.daemon.services import Services
+from strobe.daemon.symbols import TraceableFunction
+from strobe.daemon.tracing import HookPlan, plan_hooks
+from strobe.daemon.watches import Watch, WatchDecoder, agent_watches, assign, scope_warnings
+from strobe.errors import ProcessExited
+from strobe.instrument.launcher import ProcessGone
+from strobe.store import functions as store_functions
+
+log = logging.getLogger(__name__)
+
+Desired = Mapping[tuple[str, int, str], TraceableFunction]
+
+
+def ingest_like(runtime: Runtime, like: TraceIngest, pid: int) -> TraceIngest:
+    """A new process's ingest in the session of `like`: same slot table, loss counters and value decoders."""
+    ingest = runtime.ingest(like.writer, like.session, pid, like.start_ns, like.table, like.peers)
+    ingest.watches, ingest.follow = like.watches, like.follow
+    return ingest
+
+
+class Hooking:
+    def __init__(self, services: Services) -> None:
+        self._services = services
+
+    async def plan_for(self, live: LiveSession, process: TracedProcess, patterns: list[str]) -> HookPlan | None:
+        """The hooks `patterns` select in the process's image; None when its binary has no debug info."""
+        symbols = await process.image.symbols
+        if not symbols.main_has_dwarf:
+            return None
+        return plan_hooks([], patterns, [], symbols.indexes, live.record.project_root)
+
+    async def desired_for(self, live: LiveSession, process: TracedProcess) -> Desired:
+        """The functions a process should have hooked: its image's share of the session's patterns."""
+        if not live.trace.patterns:
+            return {}
+        plan = await self.plan_for(live, process, live.trace.patterns)
+        if plan is None:
+            log.info("session %s: %s has no debug info; pid %d is followed for output and crashes only",
+                     live.record.id, process.image.binary, process.pid)
+            return {}
+        return plan.desired
+
+    async def sync(self, live: LiveSession, process: TracedProcess, desired: Desired) -> list[str]:
+        """Hook and unhook so the process has exactly `desired`; returns a warning per function that could not be
+        hooked. Raises ProcessExited if the process went away meanwhile."""
+        trace, services, settings = live.trace, self._services, live.settings
+        fresh = trace.new_functions(desired)
+        if fresh:
+            rows = [(f.name, f.info.raw, f.file, f.info.line, f.info.params) for f in fresh]
+            keys = await services.write(lambda c: store_functions.insert_functions(c, rows))
+            trace.assign_slots(fresh, keys)
+        to_add, to_remove = trace.changes(process.hooked, desired)
+        plans = live.types.current_plans() if live.types is not None else []
+        handle = process.handle
+        try:
+            if plans and to_add and not process.hooked:  # a process joining: the argument plans in force
+                await services.worker.run(functools.partial(handle.set_follow, plans))
+            failed = await process.image.runtime.apply_hooks(
+                services.worker.run, handle, to_add, to_remove, settings.hot_calls_per_second, settings.sample_every
+            )
+        except ProcessGone as exc:
+            raise ProcessExited(
+                f"The target process of '{live.record.id}' (pid {process.pid}) exited while its hooks were being "
+                f"changed ({exc}). The session is still queryable."
+            ) from exc
+        for slot in to_remove:
+            process.hooked.pop(slot, None)
+        warnings: list[str] = []
+        for slot, function in to_add:
+            if slot in failed:
+                warnings.append(f"Could not hook {function.name}: {failed[slot]} (too small to hook, or not code).")
+            else:
+                process.hooked[slot] = function
+        if live.types is not None and fresh:
+            live.types.hooked([(trace.slot_of[f.key], f) for f in fresh])
+        return warnings
+
+    async def set_watches(self, live: LiveSession, process: TracedProcess, watches: list[Watch]) -> list[str]:
+        """Send watches (their scopes resolved to the process's hooked functions) and switch its ingest's decoder
+        in step with the batches recorded under them. Returns the watches the agent refused, by label; the
+        session's watches become those it accepted."""
+        hooked = [(slot, f.name, f.file) for slot, f in process.hooked.items()]
+        assignment = assign(watches)
+        message = agent_watches(assignment, hooked)
+        try:
+            reply = await process.image.runtime.apply_watches(self._services.worker.run, process.handle, message)
+        except ProcessGone as exc:
+            raise ProcessExited(
+                f"The target process of '{live.record.id}' (pid {process.pid}) exited while its watches were being "
+                f"set ({exc}). The session is still queryable."
+            ) from exc
+        decoder = WatchDecoder(assignment) if watches else None
+        ingest = process.ingest
+
+        def switch() -> None:
+            ingest.watches = decoder
+
+        self._services.ingest.submit(switch)
+        by_id = assignment.by_id()
+        failed = {e.id: e.error for e in reply.errors}
+        live.watches = [w for wid, w in sorted(by_id.items()) if wid not in failed]
+        warnings = [f"Watch '{by_id[wid].label}' was not added: {error}" for wid, error in failed.items()
+                    if wid in by_id]
+        return warnings + scope_warnings(live.watches, hooked)
+
+    def watched(self, live: LiveSession) -> list[TracedProcess]:
+        """The live processes that read the session's watches: those running the launched program's image."""
+        return [p for p in live.live_processes() if p.image is live.image]

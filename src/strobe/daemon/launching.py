@@ -1,0 +1,125 @@
+"""Starting a session: spawn the program suspended (or attach to a gated one), record the session, index its
+image, hook the staged patterns before its first instruction, resume. A failure after the spawn kills the
+process: nothing is left running that no session owns."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+
+from strobe.daemon.argtypes import ArgumentTypes
+from strobe.daemon.ingest import SlotTable
+from strobe.daemon.live import LiveSession, SessionEvents
+from strobe.daemon.process import ProcessImage, TracedProcess
+from strobe.daemon.registry import LiveSessions
+from strobe.daemon.services import Services
+from strobe.daemon.session_ids import session_base_id
+from strobe.daemon.tracing import SessionTrace, parse_patterns
+from strobe.errors import FridaAttachFailed, SessionExists
+from strobe.instrument.command import ResolvedCommand
+from strobe.instrument.launcher import AgentTimeout, ProcessGone
+from strobe.settings import Settings
+from strobe.store import sessions as store_sessions
+from strobe.store.sessions import SessionRecord, SessionStatus
+
+log = logging.getLogger(__name__)
+
+# Hooks the staged patterns in a just-spawned session; returns warnings (daemon/sessions.py)
+ApplyPending = Callable[[LiveSession], Awaitable[list[str]]]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Launching:
+    def __init__(self, services: Services, sessions: LiveSessions, events: SessionEvents) -> None:
+        self._services, self._sessions, self._events = services, sessions, events
+        self._lock = asyncio.Lock()
+
+    def _session(self, program: str, project_root: str, pid: int, settings: Settings, owns_output: bool
+                 ) -> LiveSession:
+        placeholder = SessionRecord(0, "", program, project_root, pid, 0, None, SessionStatus.RUNNING, None, False, 0)
+        return LiveSession(placeholder, self._services.writer, self._services.ingest, asyncio.get_running_loop(),
+                           self._events, settings, owns_output=owns_output)
+
+    async def launch(self, command: ResolvedCommand, project_root: str, env: dict[str, str], settings: Settings,
+                     apply_pending: ApplyPending) -> tuple[LiveSession, list[str]]:
+        """Spawn, record, install the staged patterns, resume. Returns the session and warnings."""
+        services = self._services
+        async with self._lock:
+            running = self._sessions.running(command.binary_path)
+            if running is not None:
+                raise SessionExists(running.record.id, command.binary_path)
+            agent_js = await services.worker.run(services.agent.get)
+            live = self._session(command.binary_path, project_root, 0, settings, owns_output=True)
+            preloaded = services.images.preload(command.binary_path)  # the index loads while the process spawns
+            try:
+                handle = await services.worker.run(
+                    lambda: services.launcher.spawn(command.argv, command.cwd, env, agent_js, live))
+            except BaseException:
+                preloaded.add_done_callback(lambda f: f.exception())  # built in vain; nothing to report
+                raise
+            try:
+                await self._record(live, handle, command.binary_path, project_root,
+                                   services.images.load(command.binary_path, handle.modules, preloaded))
+                warnings = await apply_pending(live)
+                await services.worker.run(lambda: services.launcher.resume(handle.pid))
+            except BaseException:
+                await services.kill(handle.pid)
+                raise
+            return live, warnings
+
+    async def attach_gated(self, pid: int, program: str, project_root: str, patterns: list[str],
+                           settings: Settings) -> LiveSession:
+        """A session on a process that waits to exec() its real program (a traced test run, see daemon/testruns.py):
+        attached with child gating, the patterns are hooked in the program it execs and in its children."""
+        parse_patterns(patterns, project_root)
+        services = self._services
+        agent_js = await services.worker.run(services.agent.get)
+        live = self._session(program, project_root, pid, settings, owns_output=False)
+        handle = await services.worker.run(lambda: services.launcher.attach(pid, agent_js, live))
+        try:
+            image = services.images.load(os.readlink(f"/proc/{pid}/exe"), handle.modules)
+            await self._record(live, handle, program, project_root, image)
+        except BaseException:
+            await services.kill(pid)
+            raise
+        live.trace.patterns = list(dict.fromkeys(patterns))  # hooked once it execs its program
+        return live
+
+    async def _record(self, live: LiveSession, handle: Any, program: str, project_root: str,
+                      image: ProcessImage) -> None:
+        """The session's row, its root process and its trace state; then it is live."""
+        services = self._services
+        base_id = session_base_id(program, datetime.now())
+        pid = handle.pid
+        live.record = await services.write(
+            lambda c: store_sessions.insert_session(c, base_id, program, project_root, pid, _now_ms()))
+        services.writer.set_limit(live.record.key, live.settings.max_events_per_session)
+        live.start_ns = time.monotonic_ns()
+        live.trace = SessionTrace(SlotTable())
+        ingest = image.runtime.ingest(services.writer, live.record.key, pid, live.start_ns, live.trace.table, {})
+        live.processes[pid] = TracedProcess(pid, None, handle, image, ingest)
+        live.types = self._argument_types(live)
+        self._sessions.add(live)
+        log.info("session %s: pid %d runs %s (%s)", live.record.id, pid, image.binary, image.kind.value)
+
+    def _argument_types(self, live: LiveSession) -> ArgumentTypes:
+        services = self._services
+
+        async def send_follow(funcs: list[dict[str, Any]]) -> None:
+            """To every process: plans are by function slot, which only means something where it is hooked."""
+            for process in [live.root, *[p for p in live.live_processes() if not p.is_root]]:
+                try:
+                    await services.worker.run(functools.partial(process.handle.set_follow, funcs))
+                except (ProcessGone, AgentTimeout, FridaAttachFailed) as exc:  # pointers just stay addresses
+                    log.info("session %s: argument plans not sent to pid %d (%s)", live.record.id, process.pid, exc)
+
+        return ArgumentTypes(live.root.ingest, services.write, services.ingest.submit, send_follow, services.spawn)

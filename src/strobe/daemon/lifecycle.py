@@ -1,0 +1,103 @@
+"""How a live session ends: each process's end is recorded as it comes (exited with its code, crashed with its
+signal, stopped), and once the launched process and every followed child have ended the session settles (its
+output drains, its last trace batches are stored) and finishes with the launched process's status.
+
+A process's end is recorded when it ends, except the launched process's when it is the last: the session's end
+records it, once the output has drained, so a session never reads as ended before all its output is stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from strobe.daemon.live import LiveSession
+from strobe.daemon.registry import LiveSessions
+from strobe.daemon.services import Services
+from strobe.store import sessions as store_sessions
+from strobe.store.sessions import SessionStatus
+
+log = logging.getLogger(__name__)
+
+STREAM_DRAIN_TIMEOUT_S = 5.0
+STOP_TIMEOUT_S = 5.0
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Lifecycle:
+    def __init__(self, services: Services, sessions: LiveSessions) -> None:
+        self._services, self._sessions = services, sessions
+
+    async def process_gone(self, live: LiveSession, handle: Any, reason: str) -> None:
+        """Frida let go of one process of the session (an exec() is not an end: its new image comes as a child)."""
+        if reason == "process-replaced" or live.finished.is_set():
+            return
+        process = live.processes.get(handle.pid)
+        if process is None or process.handle is not handle or process.ended:
+            return
+        process.ended = True
+        last = not live.live_processes()
+        if not (process.is_root and last):
+            await self._services.ingest.barrier()
+            status = process.end_status(live.stopping)
+            signal = process.crash_signal if status is SessionStatus.CRASHED else None
+            key, pid, code, ended = live.record.key, process.pid, process.exit_code, now_ms()
+            log.info("session %s: process %d gone (%s), %s %s; %d still running", live.record.id, pid, reason,
+                     status.value, signal or code, len(live.live_processes()))
+            await self._services.write(
+                lambda c: store_sessions.finish_process(c, key, pid, status, code, ended, signal))
+            if not process.is_root:
+                self._services.launcher.forget(pid)
+        if last and not live.settling:
+            live.settling = True
+            await self._settle(live, reason)
+
+    async def _settle(self, live: LiveSession, reason: str) -> None:
+        """Every process is gone: let the last output drain, then record how the session ended."""
+        if live.owns_output and not await asyncio.to_thread(live.streams_closed.wait, STREAM_DRAIN_TIMEOUT_S):
+            log.warning(
+                "session %s: stdout/stderr still open %.0fs after the process ended (a child holds them?)",
+                live.record.id, STREAM_DRAIN_TIMEOUT_S,
+            )
+        log.info("session %s: process %d gone (%s), exit code %s", live.record.id, live.pid, reason,
+                 live.root.exit_code)
+        await self._services.ingest.barrier()  # the last trace batches are stored before the session reads as ended
+        live.polls.process_gone()
+        if not live.stopping and live.types is not None:  # ended by itself: its events stay queryable, with types
+            live.types.following = False
+            await live.types.wait(0)
+        await self.finish(live, live.root.end_status(live.stopping))
+
+    async def finish(self, live: LiveSession, status: SessionStatus) -> None:
+        """Record the session's end (its launched process's row and status) and forget its processes."""
+        if live.finished.is_set():
+            return
+        root = live.root
+        key, pid, code, ended = live.record.key, live.pid, root.exit_code, now_ms()
+        signal = root.crash_signal if status is SessionStatus.CRASHED else None
+        self._sessions.remove(live)
+        for process in live.processes.values():
+            self._services.launcher.forget(process.pid)
+        await self._services.write(lambda c: store_sessions.finish_process(c, key, pid, status, code, ended, signal))
+        live.finished.set()
+
+    async def kill_all(self, live: LiveSession) -> None:
+        """Kill every process of the session still running."""
+        live.stopping = True
+        for process in live.live_processes():
+            await self._services.kill(process.pid)
+
+    async def stop(self, live: LiveSession) -> None:
+        """Kill the session's processes and wait for it to end (recorded as stopped if Frida never says)."""
+        await self.kill_all(live)
+        try:
+            await asyncio.wait_for(live.finished.wait(), STOP_TIMEOUT_S)
+        except TimeoutError:
+            log.warning("session %s: no detach within %.0fs of kill; closing it anyway", live.record.id,
+                        STOP_TIMEOUT_S)
+            await self.finish(live, SessionStatus.STOPPED)

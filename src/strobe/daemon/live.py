@@ -1,0 +1,149 @@
+"""A live session: a session whose processes this daemon traces and has not yet seen all end.
+
+It holds the session-wide state (its record, its process tree, its trace patterns and function slots, watches,
+argument types, polls) and is the launcher's ProcessObserver for every process of the session. Observer
+callbacks run on Frida's threads: they only enqueue (the ingest thread) or hand over to the event loop, where
+`SessionEvents` (daemon/lifecycle.py, daemon/children.py) handles what happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from strobe.daemon.argtypes import ArgumentTypes
+from strobe.daemon.ingest import IngestWorker, SlotTable
+from strobe.daemon.memory import SessionPolls, snapshot_row
+from strobe.daemon.process import ProcessImage, TracedProcess
+from strobe.daemon.tracing import SessionTrace
+from strobe.daemon.watches import Watch, WatchSpec
+from strobe.instrument.protocol import CrashReport, PollComplete, SamplingStateChange, TraceBatch, VariableSnapshot
+from strobe.settings import Settings
+from strobe.store.schema import EventKind
+from strobe.store.sessions import SessionRecord
+from strobe.store.writer import Writer
+
+log = logging.getLogger(__name__)
+
+
+class SessionEvents(Protocol):
+    """What a live session hands to the event loop."""
+
+    def process_gone(self, live: LiveSession, handle: Any, reason: str) -> None: ...
+
+    def crashed(self, live: LiveSession, pid: int, report: CrashReport, stack: bytes) -> None: ...
+
+    def child_added(self, live: LiveSession, handle: Any, origin: str, parent: int, path: str) -> None: ...
+
+
+@dataclass(eq=False)
+class LiveSession:
+    record: SessionRecord
+    writer: Writer
+    ingest_worker: IngestWorker
+    loop: asyncio.AbstractEventLoop
+    events: SessionEvents
+    settings: Settings
+    owns_output: bool = True  # False when attached to a process whose pipes another reader has (test runs)
+    start_ns: int = 0
+    processes: dict[int, TracedProcess] = field(default_factory=dict)  # the root and every followed child
+    trace: SessionTrace = field(default_factory=lambda: SessionTrace(SlotTable()))
+    types: ArgumentTypes | None = None
+    watches: list[Watch] = field(default_factory=list)  # read in processes running the root's image
+    pending_watches: list[WatchSpec] = field(default_factory=list)  # set once the launched process exec()s
+    polls: SessionPolls = field(default_factory=SessionPolls)
+    trace_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    stopping: bool = False
+    settling: bool = False
+    streams_closed: threading.Event = field(default_factory=threading.Event)
+    finished: asyncio.Event = field(default_factory=asyncio.Event)
+    _closed_fds: set[int] = field(default_factory=set)
+
+    @property
+    def pid(self) -> int:
+        return self.record.pid
+
+    @property
+    def root(self) -> TracedProcess:
+        return self.processes[self.record.pid]
+
+    @property
+    def image(self) -> ProcessImage:
+        """What the launched process runs (a new image after it exec()s)."""
+        return self.root.image
+
+    @property
+    def serialization_depth(self) -> int:
+        return self.types.depth if self.types is not None else 3
+
+    def live_processes(self) -> list[TracedProcess]:
+        return [process for process in self.processes.values() if not process.ended]
+
+    def hooked_names(self) -> dict[int, str]:
+        return {slot: f.name for process in self.processes.values() for slot, f in process.hooked.items()}
+
+    def sampled_function_names(self) -> list[str]:
+        names = self.hooked_names()
+        return sorted({names[slot] for slot, on in self.trace.sampling.items() if on and slot in names})
+
+    # ---- ProcessObserver (Frida's threads) -------------------------------------------------------
+
+    def on_output(self, pid: int, fd: int, data: bytes) -> None:
+        kind = EventKind.STDOUT if fd == 1 else EventKind.STDERR
+        self.writer.submit_output(self.record.key, pid, kind, data, time.monotonic_ns() - self.start_ns)
+        if not data:
+            self._closed_fds.add(fd)
+            if len(self._closed_fds) >= 2:
+                self.streams_closed.set()
+
+    def on_exit_code(self, pid: int, code: int) -> None:
+        process = self.processes.get(pid)
+        if process is not None:
+            process.exit_code = code
+
+    def on_detached(self, handle: Any, reason: str) -> None:
+        self.loop.call_soon_threadsafe(self.events.process_gone, self, handle, reason)
+
+    def on_child(self, handle: Any, origin: str, parent_pid: int, path: str) -> None:
+        self.loop.call_soon_threadsafe(self.events.child_added, self, handle, origin, parent_pid, path)
+
+    def on_crash(self, pid: int, report: CrashReport, stack: bytes) -> None:
+        self.loop.call_soon_threadsafe(self.events.crashed, self, pid, report, stack)
+
+    def on_trace_batch(self, pid: int, batch: TraceBatch, data: bytes) -> None:
+        process = self.processes.get(pid)
+        if process is None:
+            return
+        ingest = process.ingest
+        queued = self.ingest_worker.submit(
+            lambda: ingest.on_batch(data, batch.count, batch.dropped, batch.sampledOut, batch.threads,
+                                    batch.firstSeq, batch.watchValues, batch.followValues),
+            batch.count,
+        )
+        if not queued:
+            log.warning("session %s: ingest queue full; %d trace records dropped", self.record.id, batch.count)
+            self.ingest_worker.submit(lambda: ingest.refuse(batch.count))
+
+    def on_sampling_change(self, pid: int, change: SamplingStateChange) -> None:
+        if pid == self.pid:
+            self.trace.sampling[change.funcId] = change.enabled
+            log.info("session %s: sampling %s for function slot %d", self.record.id,
+                     "on" if change.enabled else "off", change.funcId)
+
+    def on_snapshot(self, pid: int, snapshot: VariableSnapshot, data: bytes) -> None:
+        ts = snapshot.sec * 1_000_000_000 + snapshot.nsec - self.start_ns
+        key, writer, polls = self.record.key, self.writer, self.polls
+
+        def store() -> None:
+            values = polls.on_snapshot(snapshot, data)
+            if values is not None:
+                writer.submit_rows([snapshot_row(key, pid, ts, values)])
+
+        self.ingest_worker.submit(store)
+
+    def on_poll_complete(self, pid: int, done: PollComplete) -> None:
+        self.polls.on_complete(done)

@@ -1,0 +1,68 @@
+"""The live sessions of this daemon by id, and what is kept of one once it ends (its polls' final state)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strobe.daemon.live import LiveSession
+from strobe.daemon.services import Services
+from strobe.errors import ProcessExited, SessionNotFound
+from strobe.store import sessions as store_sessions
+from strobe.store.sessions import SessionRecord
+
+
+class LiveSessions:
+    def __init__(self, services: Services) -> None:
+        self._services = services
+        self._live: dict[str, LiveSession] = {}
+        self._ended_polls: dict[str, list[dict[str, Any]]] = {}
+
+    def add(self, live: LiveSession) -> None:
+        self._live[live.record.id] = live
+
+    def remove(self, live: LiveSession) -> None:
+        self._live.pop(live.record.id, None)
+        live.polls.process_gone()
+        if live.polls.polls:
+            self._ended_polls[live.record.id] = live.polls.describe()
+
+    def get(self, session_id: str) -> LiveSession | None:
+        return self._live.get(session_id)
+
+    def all(self) -> list[LiveSession]:
+        return list(self._live.values())
+
+    def running(self, binary_path: str) -> LiveSession | None:
+        return next((live for live in self._live.values() if live.record.binary_path == binary_path), None)
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def __contains__(self, session_id: str) -> bool:
+        return session_id in self._live
+
+    def polls(self, session_id: str) -> list[dict[str, Any]]:
+        """The state of each poll of a session (a running one's, or as it was when its process ended)."""
+        live = self._live.get(session_id)
+        return live.polls.describe() if live is not None else self._ended_polls.get(session_id, [])
+
+    def forget_polls(self, session_id: str) -> None:
+        self._ended_polls.pop(session_id, None)
+
+    async def record(self, session_id: str) -> SessionRecord:
+        record = await self._services.read(lambda c: store_sessions.get_session(c, session_id))
+        if record is None:
+            raise SessionNotFound(session_id)
+        return record
+
+    async def require_live(self, session_id: str, doing: str) -> LiveSession:
+        """The live session, or SESSION_NOT_FOUND / PROCESS_EXITED saying what still works."""
+        live = self._live.get(session_id)
+        if live is not None and live.processes:
+            return live
+        record = await self.record(session_id)
+        code = "unknown" if record.exit_code is None else record.exit_code
+        raise ProcessExited(
+            f"Process exited (code: {code}) — session '{session_id}' is still queryable with debug_query but "
+            f"{doing} is unavailable. Launch the program again to {doing} a new run."
+        )

@@ -1,0 +1,49 @@
+"""The runtime registry: which runtimes Strobe can trace, and what a process runs.
+
+`RUNTIMES` maps a RuntimeKind to its Runtime (daemon/runtimes/base.py). A process always has native code;
+`detect_kind` also recognises the language runtimes the following issues add (CPython, Node, Bun). Until a
+kind has an entry here its processes are traced as native code (their interpreter's own functions).
+
+To add a runtime: write its host module next to native.py (a Runtime subclass) and its agent folder
+(agent/src/<kind>/, registered in agent/src/runtimes.ts), then add one entry to RUNTIMES below. Nothing in
+session orchestration changes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+
+from strobe.daemon.runtimes.base import Runtime, RuntimeKind, ValueRenderer
+from strobe.daemon.runtimes.native import NativeRuntime
+from strobe.instrument.protocol import ModuleInfo
+
+RUNTIMES: dict[RuntimeKind, Runtime] = {
+    RuntimeKind.NATIVE: NativeRuntime(),
+}
+
+_PYTHON = re.compile(r"^(python\d*(\.\d+)?[a-z]*|libpython\d.*\.so.*)$")
+_NODE = re.compile(r"^(node(js)?|libnode\.so.*)$")
+_BUN = re.compile(r"^bun(-profile)?$")
+
+
+def detect_kind(binary: str, modules: Sequence[ModuleInfo]) -> RuntimeKind:
+    """What a process image runs, from its executable's and loaded libraries' names."""
+    names = [os.path.basename(binary), *(module.name for module in modules)]
+    for pattern, kind in ((_PYTHON, RuntimeKind.CPYTHON), (_NODE, RuntimeKind.NODE), (_BUN, RuntimeKind.BUN)):
+        if any(pattern.match(name) for name in names):
+            return kind
+    return RuntimeKind.NATIVE
+
+
+def runtime_for(kind: RuntimeKind) -> Runtime:
+    """The runtime that traces a process of this kind: its own if registered, otherwise native."""
+    return RUNTIMES.get(kind) or RUNTIMES[RuntimeKind.NATIVE]
+
+
+def values_for(kind: RuntimeKind = RuntimeKind.NATIVE) -> ValueRenderer:
+    return runtime_for(kind).values
+
+
+__all__ = ["RUNTIMES", "Runtime", "RuntimeKind", "ValueRenderer", "detect_kind", "runtime_for", "values_for"]
