@@ -51,6 +51,7 @@ class Lifecycle:
                      status.value, signal or code, len(live.live_processes()))
             await self._services.write(
                 lambda c: store_sessions.finish_process(c, key, pid, status, code, ended, signal))
+            process.recorded = status
             if not process.is_root:
                 self._services.launcher.forget(pid)
         if last and not live.settling:
@@ -78,6 +79,7 @@ class Lifecycle:
         if live.finished.is_set():
             return
         root = live.root
+        status = root.recorded or status  # the launched process ended before its children: as it was recorded
         key, pid, code, ended = live.record.key, live.pid, root.exit_code, now_ms()
         signal = root.crash_signal if status is SessionStatus.CRASHED else None
         self._sessions.remove(live)

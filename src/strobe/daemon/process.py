@@ -42,6 +42,7 @@ class TracedProcess:
     exit_code: int | None = None
     crash_signal: str | None = None  # a crash report was stored: it is dying of this signal
     ended: bool = False
+    recorded: SessionStatus | None = None  # how its end was stored, once it is
 
     @property
     def is_root(self) -> bool:
@@ -59,4 +60,4 @@ class TracedProcess:
         and nothing hooked yet."""
         self.handle, self.image, self.ingest = handle, image, ingest
         self.hooked = {}
-        self.ended = False
+        self.ended, self.recorded = False, None
