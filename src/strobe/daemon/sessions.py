@@ -199,6 +199,7 @@ class SessionManager:
                 "debug_query but cannot be traced. Launch it again (debug_launch) to trace a new run."
             )
         live.settings = settings
+        self.services.writer.set_limit(live.record.key, settings.max_events_per_session)
         async with live.trace_lock:
             plan: HookPlan | None = None
             warnings: list[str] = []
@@ -343,13 +344,12 @@ class SessionManager:
         await self.services.write(lambda c: None)
 
     async def query(
-        self, record: SessionRecord, flt: EventFilter, *, limit: int, offset: int, verbose: bool, settings: Settings
+        self, record: SessionRecord, flt: EventFilter, *, limit: int, offset: int, verbose: bool
     ) -> QueryPage:
+        """One page of a session's timeline. Reads only: a query never changes what is stored."""
         live = self.sessions.get(record.id)
-        if live is not None:
-            self.services.writer.set_limit(record.key, settings.max_events_per_session)
-            if verbose and live.types is not None:
-                await live.types.wait(PLAN_WAIT_S)
+        if live is not None and verbose and live.types is not None:
+            await live.types.wait(PLAN_WAIT_S)
         return await self.services.read(
             lambda c: query_events(c, record.key, record.id, flt, limit=limit, offset=offset, verbose=verbose)
         )

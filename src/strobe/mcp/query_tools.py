@@ -37,7 +37,7 @@ async def query(ctx: ToolContext, req: QueryRequest) -> dict[str, Any]:
     record = await manager.get_record(req.sessionId)
     settings = load_settings(ctx.paths, record.project_root)
     page = await manager.query(
-        record, to_filter(req), limit=req.limit, offset=req.offset, verbose=req.verbose, settings=settings
+        record, to_filter(req), limit=req.limit, offset=req.offset, verbose=req.verbose
     )
     result: dict[str, Any] = {"events": page.events, "totalCount": page.total_count, "hasMore": page.has_more}
     if page.pids:
