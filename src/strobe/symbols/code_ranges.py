@@ -21,16 +21,10 @@ from elftools.elf.elffile import ELFFile
 
 from strobe.symbols.dwarf_dies import range_list
 from strobe.symbols.dwarf_forms import (
+    ADDRESS_FORMS,
     AT_HIGH_PC,
     AT_LOW_PC,
     AT_RANGES,
-    FORM_ADDR,
-    FORM_ADDRX,
-    FORM_ADDRX1,
-    FORM_ADDRX2,
-    FORM_ADDRX3,
-    FORM_ADDRX4,
-    FORM_GNU_ADDR_INDEX,
     FORM_RNGLISTX,
     AbbrevDecl,
     initial_length,
@@ -38,8 +32,6 @@ from strobe.symbols.dwarf_forms import (
 )
 from strobe.symbols.dwarf_unit import Unit
 
-_ADDRESS_FORMS = frozenset({FORM_ADDR, FORM_ADDRX, FORM_ADDRX1, FORM_ADDRX2, FORM_ADDRX3, FORM_ADDRX4,
-                            FORM_GNU_ADDR_INDEX})
 _SHF_ALLOC = 0x2
 _SHF_EXECINSTR = 0x4
 _PF_X = 0x1
@@ -86,7 +78,7 @@ def unit_ranges(unit: Unit, decl: AbbrevDecl, start: int) -> list[tuple[int, int
         if attr == AT_LOW_PC:
             low = value
         elif attr == AT_HIGH_PC:
-            high, high_is_offset = value, form not in _ADDRESS_FORMS
+            high, high_is_offset = value, form not in ADDRESS_FORMS
         elif attr == AT_RANGES:
             ranges, ranges_is_index = value, form == FORM_RNGLISTX
     if ranges is not None:

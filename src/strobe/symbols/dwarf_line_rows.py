@@ -134,22 +134,14 @@ def decode_line_rows(
             lines.append(line)
         elif opcode == 2:  # DW_LNS_advance_pc
             advance, pos = read_uleb(data, pos)
-            if max_ops == 1:
-                address += min_length * advance
-            else:
-                address += min_length * ((op_index + advance) // max_ops)
-                op_index = (op_index + advance) % max_ops
+            address, op_index = _advanced(address, op_index, advance, min_length, max_ops)
         elif opcode == 3:  # DW_LNS_advance_line
             delta, pos = read_sleb(data, pos)
             line += delta
         elif opcode == 4:  # DW_LNS_set_file
             file, pos = read_uleb(data, pos)
         elif opcode == 8:  # DW_LNS_const_add_pc
-            if max_ops == 1:
-                address += min_length * const_add
-            else:
-                address += min_length * ((op_index + const_add) // max_ops)
-                op_index = (op_index + const_add) % max_ops
+            address, op_index = _advanced(address, op_index, const_add, min_length, max_ops)
         elif opcode == 9:  # DW_LNS_fixed_advance_pc
             address += u16(data, pos)
             op_index = 0
@@ -158,6 +150,14 @@ def decode_line_rows(
             for _ in range(arg_counts[opcode - 1] if opcode - 1 < len(arg_counts) else 0):
                 _, pos = read_uleb(data, pos)
     return _merge(sequences)
+
+
+
+def _advanced(address: int, op_index: int, advance: int, min_length: int, max_ops: int) -> tuple[int, int]:
+    """(address, op_index) after advancing by `advance` operations (special opcodes do it inline)."""
+    if max_ops == 1:
+        return address + min_length * advance, op_index
+    return address + min_length * ((op_index + advance) // max_ops), (op_index + advance) % max_ops
 
 
 def _close(sequences: list[_Sequence], addresses: list[int], files: list[int], lines: list[int], end: int,
