@@ -16,15 +16,13 @@ are not available ("missing"). `value` is the value's layout in a compact form: 
 float, pointer, enum, struct, array, bytes, opaque), size, and per kind fields/element/names. `registers`
 is how many argument registers the plan reads (a struct may take two, a hidden return pointer one).
 
-Classification (SysV §3.2.3): integers, pointers, bools, chars and enums are INTEGER; float/double SSE (xmm
-registers, not captured); long double x87 (in memory); structs of at most 16 bytes are split in eightbytes
-classed by their fields (INTEGER wins over SSE), larger ones or ones with a misaligned field are in memory.
-An argument goes on the stack whole when its registers do not fit. A struct returned in memory takes rdi
-for the hidden return pointer (before `this`) and rax holds that address on return. C++ classes that are not
-trivially copyable (a user destructor or copy/move constructor, virtual functions) are passed and returned
-through a hidden reference whatever their size: seen in the parameter's location (a dereference at -O0) or
-in the class's members. Rust's own ABI differs for aggregates (see `_rust`); an enum with data stops the
-decoding of the integer registers after it.
+Which eightbytes of a value travel in integer registers, xmm registers, x87 registers or memory is worked
+out by daemon/passing.py (SysV §3.2.3, and Rust's own ABI for Rust aggregates); whether a C++ class travels
+through a hidden reference whatever its size (not trivially copyable: a user destructor or copy/move
+constructor, virtual functions) by daemon/function_dies.py. This module assigns the registers in order: an
+argument goes on the stack whole when its registers do not fit; a struct returned in memory takes rdi for the
+hidden return pointer (before `this`) and rax holds that address on return; a value whose convention is
+unknown (a Rust enum with data) stops the decoding of the integer registers after it.
 """
 
 from __future__ import annotations
@@ -37,25 +35,19 @@ from typing import Any
 
 import numpy as np
 
-from strobe.errors import StrobeError
-from strobe.symbols.dwarf_dies import (
-    AT_ABSTRACT_ORIGIN,
-    AT_ARTIFICIAL,
-    AT_DECLARATION,
-    AT_LOCATION,
-    AT_SPECIFICATION,
-    AT_TYPE,
-    TAG_ARRAY_TYPE,
-    TAG_FORMAL_PARAMETER,
-    TAG_INHERITANCE,
-    TAG_MEMBER,
-    TAG_POINTER_TYPE,
-    TAG_SUBPROGRAM,
-    Die,
-    DieReader,
+from strobe.daemon.function_dies import FunctionDies
+from strobe.daemon.passing import (
+    INT,
+    SSE,
+    Passing,
+    TruncatedLayout,
+    UnknownPassing,
+    is_aggregate,
+    rust_passing,
+    sysv_passing,
 )
-from strobe.symbols.dwarf_forms import DECODE_ERRORS, LANG_RUST
-from strobe.symbols.dwarf_types import POINTER_TAGS, STRUCT_TAGS, TypeTable
+from strobe.errors import StrobeError
+from strobe.symbols.dwarf_forms import DECODE_ERRORS
 from strobe.symbols.elf import open_elf, read_symbol_table
 from strobe.symbols.signatures import FunctionSignature
 from strobe.symbols.types import ValueLayout
@@ -65,37 +57,6 @@ GPRS = ("rdi", "rsi", "rdx", "rcx", "r8", "r9")
 _SSE_REGS = 8
 _DEPTH = 2  # struct levels first asked for; a small struct nested deeper is asked for again at _DEEP
 _DEEP = 16
-_AT_CALLING_CONVENTION = 0x36
-_CC_PASS_BY_REFERENCE, _CC_PASS_BY_VALUE = 4, 5
-_AT_VIRTUALITY = 0x4C
-_AT_DEFAULTED = 0x8B
-_DEFAULTED_IN_CLASS = 1
-_OP_DEREF = 0x06
-_OP_FBREG = 0x91
-_OP_BREG0 = 0x70
-_ARGUMENT_DWARF_REGS = frozenset({5, 4, 1, 2, 8, 9})  # rdi, rsi, rdx, rcx, r8, r9 in DWARF numbering
-_MAX_LEVEL = 12
-
-# Eightbyte classes.
-NONE, INT, SSE, SSEUP, X87, X87UP, MEMORY = "none", "int", "sse", "sseup", "x87", "x87up", "memory"
-
-
-class _Truncated(Exception):
-    """A struct inside a register-passed value was cut by the layout depth: ask again deeper."""
-
-
-class _Unknown(Exception):
-    """A value whose passing convention this module cannot tell."""
-
-
-@dataclass
-class _Passing:
-    """How one value travels: its eightbyte parts (offset, size, class), or memory / a hidden reference."""
-
-    parts: list[tuple[int, int, str]] = field(default_factory=list)
-    memory: bool = False
-    reference: bool = False
-    x87: bool = False
 
 
 # --- the plan ---------------------------------------------------------------------------------------
@@ -147,7 +108,7 @@ def _plan(index: VariableIndex, address: int) -> dict[str, Any] | None:
                 return None
             try:
                 return _Planner(index, signature, final=depth == _DEEP).plan()
-            except _Truncated:
+            except TruncatedLayout:
                 continue
     return None
 
@@ -157,7 +118,7 @@ class _Planner:
         self.index = index
         self.signature = signature
         self.final = final  # a struct still cut by the depth is not decoded (instead of asking deeper)
-        self._dies: _FunctionDies | None = None
+        self._dies: FunctionDies | None = None
         self._looked = False
 
     def plan(self) -> dict[str, Any]:
@@ -178,7 +139,7 @@ class _Planner:
                 continue
             try:
                 passing = self._param(i, param.layout)
-            except _Unknown:
+            except UnknownPassing:
                 lost = "<not decoded: an earlier parameter's registers are unknown>"
                 entry["note"] = "<not decoded: passed by the compiler's own convention>"
                 continue
@@ -219,7 +180,7 @@ class _Planner:
         out: dict[str, Any] = {"type": layout.type_name}
         try:
             passing = self._classify(layout, self._return_by_reference(layout), returning=True)
-        except _Unknown:
+        except UnknownPassing:
             out["note"] = "<not decoded: returned by the compiler's own convention>"
             return out, False, layout.size > 8  # larger values may come back through a hidden pointer
         what = _what(layout)
@@ -247,19 +208,19 @@ class _Planner:
         return out, False, False
 
     # --- classification --------------------------------------------------------------------------
-    def _param(self, i: int, layout: ValueLayout) -> _Passing:
+    def _param(self, i: int, layout: ValueLayout) -> Passing:
         return self._classify(layout, self._param_by_reference(i, layout), returning=False)
 
-    def _classify(self, layout: ValueLayout, reference: bool, returning: bool) -> _Passing:
+    def _classify(self, layout: ValueLayout, reference: bool, returning: bool) -> Passing:
         if reference:
-            return _Passing([(0, 8, INT)], reference=True)
+            return Passing([(0, 8, INT)], reference=True)
         try:
-            if _aggregate(layout) and self._rust():
-                return _rust(layout, returning)
-            return _sysv(layout)
-        except _Truncated:
+            if is_aggregate(layout) and self._rust():
+                return rust_passing(layout, returning)
+            return sysv_passing(layout)
+        except TruncatedLayout:
             if self.final:
-                raise _Unknown from None
+                raise UnknownPassing from None
             raise
 
     def _param_by_reference(self, i: int, layout: ValueLayout) -> bool:
@@ -282,11 +243,11 @@ class _Planner:
         dies = self._function_dies()
         return dies is not None and dies.rust
 
-    def _function_dies(self) -> _FunctionDies | None:
+    def _function_dies(self) -> FunctionDies | None:
         if not self._looked:
             self._looked = True
             try:
-                self._dies = _FunctionDies.find(self.index, self.signature.address, len(self.signature.params))
+                self._dies = FunctionDies.find(self.index, self.signature.address, len(self.signature.params))
             except (ValueError, *DECODE_ERRORS):
                 self._dies = None
         return self._dies
@@ -299,149 +260,6 @@ def _what(layout: ValueLayout) -> str:
     if layout.kind == "struct":
         return "union" if layout.union else "struct"
     return layout.type_name
-
-
-def _aggregate(layout: ValueLayout) -> bool:
-    return layout.kind in ("struct", "array") or (layout.kind == "enum" and bool(layout.variants))
-
-
-def _sysv(layout: ValueLayout) -> _Passing:
-    size = layout.size
-    if size > 16:
-        return _Passing(memory=True)
-    if size == 0:
-        return _Passing()
-    classes = [NONE] * ((size + 7) // 8)
-    if not _merge_value(layout, 0, classes, 0):
-        return _Passing(memory=True)
-    if MEMORY in classes:
-        return _Passing(memory=True)
-    if X87 in classes or X87UP in classes:
-        return _Passing(x87=True)
-    parts: list[tuple[int, int, str]] = []
-    for i, cls in enumerate(classes):
-        at = 8 * i
-        if cls == SSEUP and parts and parts[-1][2] == SSE:
-            parts[-1] = (parts[-1][0], parts[-1][1] + min(8, size - at), SSE)  # one xmm register for both
-        elif cls in (INT, SSE, SSEUP):
-            parts.append((at, min(8, size - at), INT if cls == INT else SSE))
-    return _Passing(parts)
-
-
-def _merge_value(layout: ValueLayout, at: int, classes: list[str], level: int) -> bool:
-    """Merge the classes of `layout`'s scalars (at byte `at`) into the eightbytes; False: a misaligned field."""
-    kind = layout.kind
-    if level > _MAX_LEVEL:
-        raise _Unknown
-    if kind == "struct":
-        if layout.truncated:
-            raise _Truncated
-        for f in layout.fields:
-            if f.bit_size is not None:
-                end = at + f.offset + ((f.bit_offset or 0) + f.bit_size + 7) // 8
-                _merge_range(classes, at + f.offset, end, INT)
-            elif not _merge_value(f.layout, at + f.offset, classes, level + 1):
-                return False
-        return True
-    if kind == "array":
-        if layout.element is None:
-            raise _Unknown
-        step = layout.element.size
-        return all(_merge_value(layout.element, at + i * step, classes, level + 1) for i in range(layout.count))
-    leaf = _leaf_classes(layout)
-    align = (layout.size // 2 if layout.kind == "bytes" else min(layout.size, 16)) or 1  # complex: its parts'
-    if at % align:
-        return False
-    for i, cls in enumerate(leaf):
-        _merge_range(classes, at + 8 * i, at + min(8 * (i + 1), layout.size), cls)
-    return True
-
-
-def _leaf_classes(layout: ValueLayout) -> list[str]:
-    kind, size, name = layout.kind, layout.size, layout.type_name
-    if kind in ("int", "uint", "bool", "char", "pointer") or (kind == "enum" and not layout.variants):
-        if size <= 8:
-            return [INT]
-        if size == 16:
-            return [INT, INT]  # __int128
-    elif kind == "float":
-        if size <= 8:
-            return [SSE]
-        if "long double" in name or size in (10, 12):
-            return [X87, X87UP]
-        return [SSE, SSEUP]  # _Float128
-    elif kind == "bytes":
-        if "complex" in name:
-            if size == 8:
-                return [SSE]
-            if size == 16:
-                return [SSE, SSE]
-            return [MEMORY]
-        if name == "<member pointer>" and size in (8, 16):
-            return [INT] * (size // 8)
-    raise _Unknown
-
-
-def _merge_range(classes: list[str], start: int, end: int, cls: str) -> None:
-    for i in range(start // 8, min((max(end, start + 1) + 7) // 8, len(classes))):
-        classes[i] = _merge(classes[i], cls)
-
-
-def _merge(a: str, b: str) -> str:
-    if a == b:
-        return a
-    if a == NONE:
-        return b
-    if b == NONE:
-        return a
-    if MEMORY in (a, b):
-        return MEMORY
-    if INT in (a, b):
-        return INT
-    if a in (X87, X87UP) or b in (X87, X87UP):
-        return MEMORY
-    return SSE
-
-
-def _rust(layout: ValueLayout, returning: bool) -> _Passing:
-    """Rust's own ABI (as rustc 1.95 compiles it): a value with the ABI of one or two scalars is passed and
-    returned as those scalars (a pair in two registers); other aggregates up to 8 bytes in one integer
-    register, larger ones by reference (returned through a hidden pointer). Enums with data: not decoded."""
-    if layout.size <= 16:  # (one or two scalars take at most 16 bytes)
-        leaves = _rust_scalars(layout, 0)  # an enum with data: its scalars depend on rustc's layout (_Unknown)
-        if leaves is not None:
-            return _Passing([(at + 8 * i, min(8, leaf.size - 8 * i), cls) for at, leaf in leaves
-                             for i, cls in enumerate(_leaf_classes(leaf))])
-        if layout.size == 0:
-            return _Passing()
-        if layout.size <= 8:
-            return _Passing([(0, layout.size, INT)])
-    return _Passing(memory=True) if returning else _Passing([(0, 8, INT)], reference=True)
-
-
-def _rust_scalars(layout: ValueLayout, at: int) -> list[tuple[int, ValueLayout]] | None:
-    """The one or two scalars a Rust value is made of (newtypes looked through), or None."""
-    if layout.kind in ("int", "uint", "bool", "char", "pointer", "float") or (
-        layout.kind == "enum" and not layout.variants
-    ):
-        return [(at, layout)] if layout.size in (1, 2, 4, 8, 16) else None
-    if layout.kind == "enum":
-        raise _Unknown
-    if layout.kind != "struct" or layout.union:
-        return None
-    if layout.truncated:
-        raise _Truncated
-    fields = [f for f in layout.fields if f.layout.size > 0]
-    if any(f.bit_size is not None for f in fields):
-        return None
-    if len(fields) == 1 and fields[0].offset == 0 and fields[0].layout.size == layout.size:
-        return _rust_scalars(fields[0].layout, at)
-    if len(fields) == 2:
-        first, second = (_rust_scalars(f.layout, at + f.offset) for f in fields)
-        if first is not None and second is not None and len(first) == 1 and len(second) == 1:
-            return sorted([first[0], second[0]], key=lambda leaf: leaf[0])
-    return None
-
 
 # --- the layout in the plan -------------------------------------------------------------------------
 
@@ -468,100 +286,3 @@ def _spec(layout: ValueLayout) -> dict[str, Any]:
     if kind in ("int", "uint", "bool", "char", "float", "pointer"):
         return {"kind": kind, "size": layout.size}
     return {"kind": "bytes", "size": layout.size}
-
-
-# --- the function's DIEs: hidden references, language ----------------------------------------------
-
-
-@dataclass
-class _FunctionDies:
-    types: TypeTable
-    params: list[Die]  # formal parameters, as FunctionSignature lists them
-    returns: int | None  # the return type's DIE
-    rust: bool
-
-    @classmethod
-    def find(cls, index: VariableIndex, address: int, count: int) -> _FunctionDies | None:
-        """The DIEs behind a signature (the caller holds the index's lock)."""
-        types = index.types
-        reader = types.reader
-        die = index.function_die(address)
-        if die is None:
-            return None
-        chain = _chain(reader, die)
-        returns = next((d.ref(AT_TYPE) for d in chain if AT_TYPE in d.attrs), None)
-        source = next((d for d in chain if any(c.tag == TAG_FORMAL_PARAMETER for c in reader.children(d))), die)
-        params = [c for c in reader.children(source) if c.tag == TAG_FORMAL_PARAMETER]
-        if len(params) != count:
-            params = []
-        return cls(types, params, returns, die.unit.language == LANG_RUST)
-
-    def by_reference(self, param: Die) -> bool:
-        """A class parameter passed through a hidden reference. Its location says so when it is a single
-        expression: the address in an argument register, or a frame slot holding the address (-O0); a frame
-        slot holding the value says it is not. Otherwise: when its class is not trivially copyable."""
-        location = param.get(AT_LOCATION)
-        if isinstance(location, bytes) and location:
-            first = location[0]
-            if first == _OP_FBREG or _OP_BREG0 <= first <= _OP_BREG0 + 31:
-                return location[-1] == _OP_DEREF or first - _OP_BREG0 in _ARGUMENT_DWARF_REGS
-        links = _chain(self.types.reader, param)
-        type_ref = next((d.ref(AT_TYPE) for d in links if AT_TYPE in d.attrs), None)
-        return type_ref is not None and self.nontrivial(type_ref)
-
-    def nontrivial(self, ref: int, level: int = 0) -> bool:
-        """Not trivially copyable or destructible for the purposes of calls (Itanium C++ ABI)."""
-        die = self.types.strip(ref)
-        while die is not None and die.tag == TAG_ARRAY_TYPE:
-            die = self.types.strip(die.ref(AT_TYPE))
-        if die is None or die.tag not in STRUCT_TAGS or level > _MAX_LEVEL:
-            return False
-        convention = die.integer(_AT_CALLING_CONVENTION)  # clang says it on the type
-        if convention in (_CC_PASS_BY_REFERENCE, _CC_PASS_BY_VALUE):
-            return convention == _CC_PASS_BY_REFERENCE
-        reader = self.types.reader
-        for child in reader.children(die):
-            if child.tag == TAG_SUBPROGRAM:
-                if child.get(_AT_VIRTUALITY):
-                    return True
-                user = not child.get(AT_ARTIFICIAL) and child.integer(_AT_DEFAULTED) != _DEFAULTED_IN_CLASS
-                if user and (str(child.name or "").startswith("~") or self._copy_or_move(child, die)):
-                    return True
-            elif child.tag == TAG_INHERITANCE:
-                base = child.ref(AT_TYPE)
-                if child.get(_AT_VIRTUALITY) or (base is not None and self.nontrivial(base, level + 1)):
-                    return True
-            elif child.tag == TAG_MEMBER and not child.get(AT_DECLARATION):
-                if str(child.name or "").startswith("_vptr"):
-                    return True
-                member = child.ref(AT_TYPE)
-                if member is not None and self.nontrivial(member, level + 1):
-                    return True
-        return False
-
-    def _copy_or_move(self, method: Die, owner: Die) -> bool:
-        """A constructor whose first parameter is a reference to its own class."""
-        name = (owner.name or "").split("<", 1)[0]
-        if not name or method.name != name:
-            return False
-        params = [c for c in self.types.reader.children(method)
-                  if c.tag == TAG_FORMAL_PARAMETER and not c.get(AT_ARTIFICIAL)]
-        if not params:
-            return False
-        ref = self.types.strip(params[0].ref(AT_TYPE))
-        if ref is None or ref.tag not in POINTER_TAGS or ref.tag == TAG_POINTER_TYPE:
-            return False  # a constructor taking a pointer is not a copy constructor
-        target = self.types.strip(ref.ref(AT_TYPE))
-        return target is not None and (target.offset == owner.offset or target.name == owner.name)
-
-
-def _chain(reader: DieReader, die: Die) -> list[Die]:
-    """`die` and the DIEs it refers to through abstract origins and specifications."""
-    chain = [die]
-    for _ in range(8):
-        last = chain[-1]
-        target = reader.follow(last, AT_ABSTRACT_ORIGIN) or reader.follow(last, AT_SPECIFICATION)
-        if target is None or any(target.offset == d.offset for d in chain):
-            break
-        chain.append(target)
-    return chain
