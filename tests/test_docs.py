@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from strobe.errors import ErrorCode
@@ -27,3 +28,19 @@ def test_every_error_code_is_documented() -> None:
     text = (DOCS / "tools.md").read_text()
     for code in ErrorCode:
         assert f"`{code.value}`" in text, code
+
+
+def test_architecture_names_only_modules_that_exist() -> None:
+    """docs/architecture.md: module paths are relative to src/strobe/ unless they start with agent/, tests/ or docs/."""
+    root = DOCS.parent
+    text = (DOCS / "architecture.md").read_text()
+    named = set(re.findall(r"`([\w./<>-]+(?:\.py|\.ts|\.c|\.md|/))`", text))
+    assert len(named) > 20
+    missing = []
+    for name in sorted(named):
+        if "<" in name:
+            continue
+        base = root if name.split("/")[0] in ("agent", "tests", "docs", "src") else root / "src" / "strobe"
+        if not (base / name).exists():
+            missing.append(name)
+    assert not missing, f"docs/architecture.md names modules that do not exist: {missing}"
