@@ -128,13 +128,13 @@ def register_value(value: int) -> int | str:
     return hex(value & 0xFFFF_FFFF_FFFF_FFFF)
 
 
-def _arguments(args: Any) -> Any:
+def raw_arguments(args: Any) -> Any:
     if isinstance(args, bytes):
         return [register_value(v) for v in struct.unpack(f"<{len(args) // 8}q", args)]
     return _json(args)
 
 
-def _return_type(value: Any) -> str:
+def raw_return_type(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, int):
@@ -146,7 +146,7 @@ def _return_type(value: Any) -> str:
     return "object"
 
 
-def _decode_retval(value: Any) -> Any:
+def decode_retval(value: Any) -> Any:
     """Structured return values are stored as JSON text; other text is returned as it is."""
     if isinstance(value, str) and value[:1] in "{[":
         try:
@@ -190,7 +190,7 @@ def _to_wire(
         if duration is not None:
             event["durationNs"] = duration
         if is_exit:
-            event["returnType"] = plan.return_type if plan is not None else _return_type(_decode_retval(retval))
+            event["returnType"] = plan.return_type if plan is not None else raw_return_type(decode_retval(retval))
     if text is not None:
         event["text"] = text
     if kind == EventKind.CRASH:  # the point of a crash event: every detail, verbose or not
@@ -212,8 +212,8 @@ def _to_wire(
         threadName=tname,
         pid=pid,
         parentEventId=None if parent is None else f"{session_id}-{parent}",
-        arguments=_arguments(args),
-        returnValue=register_value(retval) if isinstance(retval, int) else _decode_retval(retval),
+        arguments=raw_arguments(args),
+        returnValue=register_value(retval) if isinstance(retval, int) else decode_retval(retval),
         watchValues=extra_fields.pop("watchValues", None),
         sampled=None if sampled is None else bool(sampled),
     )

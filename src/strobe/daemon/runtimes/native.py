@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-import json
-import struct
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,50 +12,21 @@ from strobe.daemon.ingest import SlotTable, TraceIngest
 from strobe.daemon.runtimes.base import AgentHandle, Run, Runtime, RuntimeKind, ValueRenderer
 from strobe.daemon.symbols import SessionSymbols, TraceableFunction, load_session_symbols, preload_main_index
 from strobe.instrument.protocol import ModuleInfo, WatchesUpdated
+from strobe.store import query
 from strobe.store.writer import Writer
-
-_HEX_FROM = 1 << 32
-
-
-def register_value(value: int) -> int | str:
-    """A raw register as the agent sees it: small values as integers, large ones (pointers) in hex."""
-    if -_HEX_FROM < value < _HEX_FROM:
-        return value
-    return hex(value & 0xFFFF_FFFF_FFFF_FFFF)
-
-
-def decode_retval(value: Any) -> Any:
-    """Structured return values are stored as JSON text; other text is returned as it is."""
-    if isinstance(value, str) and value[:1] in "{[":
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
 
 
 class NativeValues:
-    """Raw registers, for functions whose register plan (typed values) is not known."""
+    """Raw registers, for functions whose register plan (typed values, store/registers.py) is not known."""
 
     def arguments(self, args: Any) -> Any:
-        if isinstance(args, bytes):
-            return [register_value(v) for v in struct.unpack(f"<{len(args) // 8}q", args)]
-        return None if args is None else json.loads(args)
+        return query.raw_arguments(args)
 
     def return_value(self, retval: Any) -> Any:
-        return register_value(retval) if isinstance(retval, int) else decode_retval(retval)
+        return query.register_value(retval) if isinstance(retval, int) else query.decode_retval(retval)
 
     def return_type(self, retval: Any) -> str:
-        value = decode_retval(retval)
-        if value is None:
-            return "null"
-        if isinstance(value, int):
-            return "int" if -_HEX_FROM < value < _HEX_FROM else "pointer"
-        if isinstance(value, float):
-            return "float"
-        if isinstance(value, str):
-            return "pointer" if value.startswith("0x") else "string"
-        return "object"
+        return query.raw_return_type(query.decode_retval(retval))
 
 
 class NativeRuntime(Runtime):
