@@ -1,3 +1,10 @@
+// The agent's entry point: creates the runtimes' tracers (runtimes.ts), installs the exit hooks and the crash
+// handler, answers the host's requests (common/protocol.ts) and says `agent_loaded`. Every request goes to the
+// native runtime: requests name no runtime yet.
+
+import { installCrashHandler } from "./common/crash.js";
+import { installExitHooks } from "./common/exit.js";
+import { onReadMemory } from "./common/memory.js";
 import {
   emit,
   FlushRequest,
@@ -6,16 +13,26 @@ import {
   PROTOCOL_VERSION,
   ReadMemoryRequest,
   WatchesRequest,
-} from "./protocol.js";
-import { onReadMemory } from "./memory.js";
-import { installCrashHandler } from "./crash.js";
-import { installExitHooks } from "./exit.js";
-import { RECORD_SIZE, Tracer } from "./tracer.js";
+} from "./common/protocol.js";
+import { RECORD_SIZE } from "./native/layout.js";
+import { createRuntimes, RuntimeTracer } from "./runtimes.js";
 
-const tracer = new Tracer();
+const tracers = createRuntimes();
+const all = Object.values(tracers);
+
+function route(_request: HooksRequest | WatchesRequest | FollowRequest): RuntimeTracer {
+  return tracers.native;
+}
+
+function flushAll(): void {
+  for (const tracer of all) {
+    tracer.flush(true);
+  }
+}
 
 function onHooks(request: HooksRequest): void {
   recv("hooks", onHooks);
+  const tracer = route(request);
   tracer.configureSampling(request.sampling);
   const failed = request.action === "add" ? tracer.add(request.functions) : tracer.remove(request.functions);
   emit({ type: "hooks_updated", requestId: request.requestId, activeCount: tracer.activeCount, failed });
@@ -23,19 +40,20 @@ function onHooks(request: HooksRequest): void {
 
 function onFlush(request: FlushRequest): void {
   recv("flush", onFlush);
-  tracer.flush(true);
+  flushAll();
   emit({ type: "flushed", requestId: request.requestId });
 }
 
 function onWatches(request: WatchesRequest): void {
   recv("watches", onWatches);
+  const tracer = route(request);
   const errors = tracer.setWatches(request.native, request.js);
   emit({ type: "watches_updated", requestId: request.requestId, activeCount: tracer.watchCount, errors });
 }
 
 function onFollow(request: FollowRequest): void {
   recv("follow", onFollow);
-  tracer.setFollow(request.funcs);
+  route(request).setFollow(request.funcs);
   emit({ type: "follow_updated", requestId: request.requestId });
 }
 
@@ -44,14 +62,16 @@ function onRead(request: ReadMemoryRequest): void {
   onReadMemory(request);
 }
 
-installExitHooks(() => tracer.flush(true));
-installCrashHandler(() => tracer.flush(true));
+installExitHooks(flushAll);
+installCrashHandler(flushAll);
 recv("hooks", onHooks);
 recv("flush", onFlush);
 recv("read_memory", onRead);
 recv("watches", onWatches);
 recv("follow", onFollow);
-tracer.start();
+for (const tracer of all) {
+  tracer.start();
+}
 emit({
   type: "agent_loaded",
   protocolVersion: PROTOCOL_VERSION,

@@ -1,9 +1,29 @@
-"""Compile the TypeScript agent with frida.Compiler (type-checked) and cache the JS by source hash."""
+"""Build the TypeScript agent into the one JavaScript file loaded into traced processes, and find or cache it.
+
+`compile_agent(root)` builds the agent project at `root` (tsconfig.json, src/index.ts): it copies the project to a
+temporary directory, embeds each C file there as a TypeScript string (frida.Compiler bundles TypeScript only),
+and compiles with full type checking. A type error raises AgentCompileError with the compiler's diagnostics.
+Nothing is written into the source tree. The wheel build (setup.py) calls it too.
+
+C embedding: `src/<dir>/<stem>.c` becomes `src/<dir>/generated/<stem>_c.ts`, exporting `<STEM>_C` (for
+tracer.c: `import { TRACER_C } from "./generated/tracer_c.js"`), with its `#include "local.h"` lines replaced
+by those files (a CModule cannot include files of its own) and `#line` marks, so CModule errors name the file.
+
+`AgentCache(cache_dir).get()`: in a checkout (the agent's sources are found next to this package) the JS
+compiled from them, cached under `cache_dir` by a hash of the sources; in an installed wheel (no sources) the
+prebuilt strobe/_agent/agent.js it carries. `AgentCache(cache_dir, root)` always compiles `root`:
+
+    js = AgentCache(paths.cache_dir).get()
+"""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
+import shutil
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -12,56 +32,116 @@ import frida
 
 from strobe.errors import InternalError
 
-
-def agent_source_dir() -> Path:
-    """The agent's project directory: packaged next to the module, or the repository's agent/."""
-    packaged = Path(__file__).resolve().parent.parent / "_agent"
-    if (packaged / "src" / "index.ts").is_file():
-        return packaged
-    repo = Path(__file__).resolve().parents[3] / "agent"
-    if (repo / "src" / "index.ts").is_file():
-        return repo
-    raise InternalError(f"The agent sources are missing (looked in {packaged} and {repo}); reinstall strobe.")
-
-
-def source_hash(root: Path) -> str:
-    digest = hashlib.sha256()
-    files = [*sorted((root / "src").rglob("*.ts")), root / "tsconfig.json"]
-    for path in files:
-        digest.update(str(path.relative_to(root)).encode())
-        digest.update(b"\0")
-        digest.update(path.read_bytes())
-        digest.update(b"\0")
-    digest.update(frida.__version__.encode())
-    return digest.hexdigest()[:20]
+PACKAGED_AGENT = Path(__file__).resolve().parent.parent / "_agent" / "agent.js"  # in a wheel only
+CHECKOUT_AGENT = Path(__file__).resolve().parents[3] / "agent"
+SOURCE_SUFFIXES = (".ts", ".c", ".h")
+GENERATED_DIR = "generated"  # never in the source tree; skipped when copying and hashing
+EMBEDDING = b"c-embedding-1"  # part of the cache key: bump when embed_c_sources changes its output
+_LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$')
 
 
 class AgentCompileError(InternalError):
     pass
 
 
+def agent_source_dir() -> Path | None:
+    """The agent project of this checkout, or None where there is none (an installed wheel)."""
+    return CHECKOUT_AGENT if (CHECKOUT_AGENT / "src" / "index.ts").is_file() else None
+
+
+def _source_files(root: Path) -> list[Path]:
+    return sorted(
+        path
+        for path in (root / "src").rglob("*")
+        if path.suffix in SOURCE_SUFFIXES and path.is_file()
+        and GENERATED_DIR not in path.relative_to(root).parts
+    )
+
+
+def source_hash(root: Path) -> str:
+    """The cache key of the agent at `root`: its sources (TypeScript and C), tsconfig, the embedding, frida."""
+    digest = hashlib.sha256()
+    for path in [*_source_files(root), root / "tsconfig.json"]:
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(b"\0")
+        digest.update(path.read_bytes())
+        digest.update(b"\0")
+    digest.update(EMBEDDING)
+    digest.update(frida.__version__.encode())
+    return digest.hexdigest()[:20]
+
+
+def inline_includes(path: Path) -> str:
+    """The C file with its `#include "x.h"` lines replaced by those files (each at most once), `#line`-marked."""
+    return "\n".join(_inlined_lines(path, set())) + "\n"
+
+
+def _inlined_lines(path: Path, seen: set[Path]) -> list[str]:
+    seen.add(path.resolve())
+    out = [f'#line 1 "{path.name}"']
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        match = _LOCAL_INCLUDE.match(line)
+        if match is None:
+            out.append(line)
+            continue
+        included = path.parent / match.group(1)
+        if not included.is_file():
+            raise AgentCompileError(f"{path.name}:{number}: included file {match.group(1)} not found next to it")
+        if included.resolve() not in seen:
+            out.extend(_inlined_lines(included, seen))
+        out.append(f'#line {number + 1} "{path.name}"')
+    return out
+
+
+def embed_c_sources(src: Path) -> list[Path]:
+    """Write generated/<stem>_c.ts next to every C file under `src`; returns the modules written."""
+    written = []
+    for c_file in sorted(src.rglob("*.c")):
+        if GENERATED_DIR in c_file.relative_to(src).parts:
+            continue
+        name = re.sub(r"\W", "_", c_file.stem).upper() + "_C"
+        module = c_file.parent / GENERATED_DIR / f"{c_file.stem}_c.ts"
+        module.parent.mkdir(exist_ok=True)
+        module.write_text(
+            f"// Generated by strobe.instrument.agent_build from {c_file.name}: do not edit.\n"
+            f"export const {name} = {json.dumps(inline_includes(c_file))};\n",
+            encoding="utf-8",
+        )
+        written.append(module)
+    return written
+
+
 def compile_agent(root: Path) -> str:
-    """Build src/index.ts with full type checking; a type error raises with the compiler's diagnostics."""
+    """Build src/index.ts of the agent project at `root` with full type checking; returns the JavaScript."""
+    with tempfile.TemporaryDirectory(prefix="strobe-agent-") as scratch:
+        work = Path(scratch) / "agent"
+        shutil.copytree(root, work, ignore=shutil.ignore_patterns("node_modules", "dist", GENERATED_DIR))
+        embed_c_sources(work / "src")
+        return _build(work, shown_as=root)
+
+
+def _build(work: Path, shown_as: Path) -> str:
     compiler: Any = frida.Compiler()  # type: ignore[no-untyped-call]
     diagnostics: list[str] = []
 
     def on_diagnostics(items: list[dict[str, Any]]) -> None:
         for item in items:
             where = item.get("file", {})
+            path = str(where.get("path", "?")).replace(str(work), str(shown_as))
             diagnostics.append(
-                f"{where.get('path', '?')}:{where.get('line', '?')}:{where.get('character', '?')}: "
+                f"{path}:{where.get('line', '?')}:{where.get('character', '?')}: "
                 f"{item.get('category', 'error')} TS{item.get('code', '?')}: {item.get('text', '')}"
             )
 
     compiler.on("diagnostics", on_diagnostics)
     try:
-        return str(compiler.build("src/index.ts", project_root=str(root), type_check="full"))
+        return str(compiler.build("src/index.ts", project_root=str(work), type_check="full"))
     except frida.InvalidArgumentError as exc:
         raise AgentCompileError("Agent compilation failed:\n" + "\n".join(diagnostics or [str(exc)])) from exc
 
 
 class AgentCache:
-    """The compiled agent, built once per source hash and kept under `cache_dir`."""
+    """The agent's JavaScript: compiled once per source hash and kept under `cache_dir`, or the packaged build."""
 
     def __init__(self, cache_dir: Path, root: Path | None = None) -> None:
         self._cache_dir = cache_dir
@@ -72,6 +152,8 @@ class AgentCache:
     def get(self) -> str:
         with self._lock:
             root = self._root or agent_source_dir()
+            if root is None:
+                return self._packaged()
             key = source_hash(root)
             if self._js is not None and self._js[0] == key:
                 return self._js[1]
@@ -86,3 +168,13 @@ class AgentCache:
                 tmp.replace(path)
             self._js = (key, js)
             return js
+
+    def _packaged(self) -> str:
+        if self._js is None or self._js[0] != "packaged":
+            if not PACKAGED_AGENT.is_file():
+                raise InternalError(
+                    f"The Strobe agent is missing: neither its sources ({CHECKOUT_AGENT}/src) nor the prebuilt "
+                    f"{PACKAGED_AGENT} exist. Reinstall strobe from its wheel, or run it from a checkout."
+                )
+            self._js = ("packaged", PACKAGED_AGENT.read_text(encoding="utf-8"))
+        return self._js[1]

@@ -1,4 +1,4 @@
-"""Typed agent <-> host messages; the tags and shapes mirror agent/src/protocol.ts."""
+"""Typed agent <-> host messages; the tags and shapes mirror agent/src/common/protocol.ts."""
 
 from __future__ import annotations
 
@@ -134,7 +134,7 @@ class CrashMemory(BaseModel):
 
 
 class CrashReport(BaseModel):
-    """A fatal signal (agent/src/crash.ts); the binary payload is the stack dumped at `stackBase`. The crashing
+    """A fatal signal (agent/src/common/crash.ts); the binary payload is the stack dumped at `stackBase`. The crashing
     thread waits for CRASH_ACK before the signal goes on to the target's handler or its default action."""
 
     type: Literal["crash"]

@@ -1,4 +1,6 @@
-"""Decoding of the agent's binary trace records (layout documented in agent/src/tracer_native.ts)."""
+"""Decoding of the agent's binary trace records. Their layout is agent/src/native/layout.ts (the CModule's structs
+are checked against it when they compile); tests/instrument/test_protocol_contract.py holds these constants and
+RECORD_DTYPE to it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-// Messages between the host (src/strobe/instrument/protocol.py) and this agent.
+// Messages between the host (src/strobe/instrument/protocol.py) and this agent, and emit() to send them.
 // Both sides use the same `type` tags; bump PROTOCOL_VERSION on any change to a message's shape.
+// tests/instrument/test_protocol_contract.py reads every interface here with the TypeScript compiler and
+// compares it with the host's models and request builders: keep each message an interface with a `type` tag.
 
 export const PROTOCOL_VERSION = 5;
 
@@ -43,7 +45,7 @@ export interface HooksUpdated {
   failed: HookFailure[];
 }
 
-// Followed by `count` binary trace records (see tracer_native.ts for the layout).
+// Followed by `count` binary trace records (layout: native/layout.ts).
 export interface TraceBatch {
   type: "trace_batch";
   count: number;
@@ -52,7 +54,7 @@ export interface TraceBatch {
   sampledOut: number; // calls of hot functions skipped by sampling so far (cumulative)
   threads: [number, string][]; // (thread id, name) of threads seen for the first time
   watchValues?: [number, Record<string, unknown>][]; // (sequence number, {JS watch id: value}) of this batch
-  // (sequence number, plan version, {argument index or "r": value}): pointers followed (follow.ts)
+  // (sequence number, plan version, {argument index or "r": value}): pointers followed (native/follow.ts)
   followValues?: [number, number, Record<string, unknown>][];
 }
 
@@ -80,11 +82,16 @@ export interface ReadResult {
   error?: string;
 }
 
+export interface WatchError {
+  id: number;
+  error: string;
+}
+
 export interface WatchesUpdated {
   type: "watches_updated";
   requestId: number;
   activeCount: number;
-  errors: { id: number; error: string }[];
+  errors: WatchError[];
 }
 
 export interface FollowUpdated {
@@ -156,6 +163,11 @@ export type AgentMessage =
 
 export interface ExitAck {
   type: "exit_ack";
+}
+
+// The crash report is stored: the crashing thread goes on to the signal's handler.
+export interface CrashAck {
+  type: "crash_ack";
 }
 
 export interface HookTarget {
@@ -234,7 +246,7 @@ export interface WatchesRequest {
   js: JsWatchSpec[];
 }
 
-// Pointers followed at call time (see follow.ts). A node: `n` bytes to copy at the pointee, C-string
+// Pointers followed at call time (see native/follow.ts). A node: `n` bytes to copy at the pointee, C-string
 // pointers at offsets `s`, pointer fields at `p` (offset, node) to follow further; `t: 1` reads a C string.
 // A function's slots: (key, register, node), register 0-5 = rdi..r9 on entry, 6 = rax on exit.
 export interface FollowNode {

@@ -9,14 +9,14 @@
 // value already being read on the way down (a circular reference). Reads never crash the target: Frida
 // turns an access violation into an exception.
 
-import { FollowFunction, FollowNode } from "./protocol.js";
+import { FollowFunction, FollowNode } from "../common/protocol.js";
+import { KIND_ENTER, RECORD_ARG_SIZE, RECORD_ARGS, RECORD_KIND, WATCH_FOLLOW_ENTER, WATCH_FOLLOW_EXIT } from "./layout.js";
 
 const MAX_PENDING = 65536; // calls with followed values waiting to be drained; further ones are dropped
 const MAX_READS = 64; // pointees read per call, all arguments together
 const MAX_BYTES = 16384; // bytes copied per call
 const MAX_STRING = 1024;
 const RAX = 6; // slot register index meaning the return value (a[0] of the exit record)
-const KIND_ENTER = 1;
 
 export type FollowedValue =
   | { a: string; h: string; s?: Record<string, string | null>; p?: Record<string, FollowedValue> }
@@ -95,13 +95,13 @@ export class ArgFollower {
     }
   }
 
-  // Watch-mask bits for a function: 32 follow on entry, 64 follow on exit.
+  // Watch-mask bits for a function: follow on entry, on exit.
   mask(func: number): number {
     const plan = this.plans.get(func);
     if (plan === undefined) {
       return 0;
     }
-    return (plan.enter.length > 0 ? 32 : 0) | (plan.exit.length > 0 ? 64 : 0);
+    return (plan.enter.length > 0 ? WATCH_FOLLOW_ENTER : 0) | (plan.exit.length > 0 ? WATCH_FOLLOW_EXIT : 0);
   }
 
   get active(): boolean {
@@ -114,7 +114,7 @@ export class ArgFollower {
     if (plan === undefined) {
       return;
     }
-    const entering = record.add(16).readU16() === KIND_ENTER;
+    const entering = record.add(RECORD_KIND).readU16() === KIND_ENTER;
     const slots = entering ? plan.enter : plan.exit;
     if (slots.length === 0) {
       return;
@@ -126,7 +126,7 @@ export class ArgFollower {
     const budget: Budget = { reads: MAX_READS, bytes: MAX_BYTES };
     const values: Record<string, FollowedValue> = {};
     for (const [key, register, node] of slots) {
-      const address = record.add(24 + 8 * (entering ? register : 0)).readPointer();
+      const address = record.add(RECORD_ARGS + RECORD_ARG_SIZE * (entering ? register : 0)).readPointer();
       if (!address.isNull()) {
         values[key] = this.read(plan.nodes, node, address, [], budget);
       }

@@ -1,10 +1,10 @@
 // Watches read in JavaScript: pointer chains, structs, C strings and `expr` expressions — whatever the
-// CModule cannot read by itself (it reads up to 4 scalars at fixed addresses natively, see tracer_native.ts).
+// CModule cannot read by itself (it reads up to 4 scalars at fixed addresses natively, see tracer.c).
 // The CModule calls `onRecord` for a call of a function some JS watch applies to, before the record is
 // committed; the values are kept by the record's sequence number and leave with the batch holding it.
 
-import { readRecipe } from "./memory.js";
-import { JsWatchSpec } from "./protocol.js";
+import { readRecipe } from "../common/memory.js";
+import { JsWatchSpec, WatchError } from "../common/protocol.js";
 
 const MAX_PENDING = 65536; // records with values waiting to be drained; older ones are dropped (counted)
 
@@ -53,8 +53,8 @@ export class JsWatches {
   dropped = 0;
 
   // Replace the watch list; returns the ids whose expression does not compile, with the reason.
-  configure(specs: JsWatchSpec[]): { id: number; error: string }[] {
-    const errors: { id: number; error: string }[] = [];
+  configure(specs: JsWatchSpec[]): WatchError[] {
+    const errors: WatchError[] = [];
     const watches: JsWatch[] = [];
     for (const spec of specs) {
       const watch: JsWatch = { id: spec.id, spec, funcs: spec.funcs === null ? null : new Set(spec.funcs) };

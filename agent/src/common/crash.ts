@@ -5,7 +5,7 @@
 // says it has stored it. The handler then declines the exception, so the target's own handler or the default
 // action runs exactly as it would without Strobe.
 
-import { CrashFrame, CrashReport, emit } from "./protocol.js";
+import { CrashAck, CrashFrame, CrashReport, emit } from "./protocol.js";
 import { unheard } from "./forks.js";
 import { monotonicNow } from "./memory.js";
 
@@ -146,7 +146,7 @@ function report(details: ExceptionDetails, flush: () => void): void {
     message.memory = { operation: details.memory.operation, address: details.memory.address.toString() };
   }
   emit(message, stack);
-  recv("crash_ack", () => {}).wait();
+  recv("crash_ack", (_ack: CrashAck) => {}).wait();
 }
 
 // `flush` sends every trace record made so far; it runs before the report.

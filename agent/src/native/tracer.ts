@@ -1,46 +1,64 @@
-// Native function tracing: the Tracer owns the CModule (tracer_native.ts), its ring buffer and hooks, drains
-// the ring in batches to the host, applies watches and pointer-following plans, and scans for hot functions.
-// No JavaScript runs per call except where a JavaScript watch or a followed pointer asks for it.
+// Native function tracing, the `native` runtime (see runtimes.ts): the NativeTracer owns the CModule
+// (tracer.c, cmodule.ts), its ring buffer and hooks, drains the ring in batches to the host, applies watches
+// and pointer-following plans, and scans for hot functions. Memory shared with the C side is read at the
+// offsets of layout.ts. No JavaScript runs per call except where a JavaScript watch or a followed pointer
+// asks for it.
 
+import { emit, FollowFunction, HookFailure, HookTarget, JsWatchSpec, NativeWatchSpec, SamplingConfig, WatchError }
+  from "../common/protocol.js";
+import type { RuntimeTracer } from "../runtimes.js";
+import { createTracerModule } from "./cmodule.js";
 import { ArgFollower } from "./follow.js";
-import { emit, FollowFunction, HookFailure, HookTarget, JsWatchSpec, NativeWatchSpec, SamplingConfig } from "./protocol.js";
-import { JsWatches } from "./watches.js";
 import {
-  FOLLOW_PER_SECOND,
+  COMMITTED_SIZE,
+  FSTATE_SAMPLED_OUT,
+  FSTATE_SAMPLING,
   FSTATE_SIZE,
   FSTATE_WATCH_MASK,
   MAX_FUNCTIONS,
   MAX_THREADS,
   NAMES_CAPACITY,
+  NATIVE_WATCH_ADDRESS,
   NATIVE_WATCH_SIZE,
+  NATIVE_WATCH_WIDTH,
   RECORD_SIZE,
   RING_CAPACITY,
-  SHARED_HEAD,
+  SHARED_COMMITTED,
   SHARED_DROPPED,
   SHARED_FOLLOW_LIMIT,
+  SHARED_FSTATE,
+  SHARED_HEAD,
   SHARED_HOT,
+  SHARED_NAMES,
   SHARED_NAMES_HEAD,
+  SHARED_RING,
   SHARED_SAMPLE_EVERY,
   SHARED_SIZE,
   SHARED_TAIL,
+  SHARED_THREADS,
   THREAD_NAME_SIZE,
+  THREAD_NAME_TEXT,
+  THREAD_NAME_TEXT_SIZE,
+  THREAD_NAME_TID,
   THREAD_STACK_SIZE,
-  cSource,
-  tscIsClocksource,
-} from "./tracer_native.js";
-
-export { RECORD_SIZE } from "./tracer_native.js";
+  WATCH_FOLLOW,
+  WATCH_JS,
+} from "./layout.js";
+import { JsWatches } from "./watches.js";
 
 const EAGER_PENDING = RING_CAPACITY / 16;
 const LAZY_DRAIN_MS = 100;
 const DRAIN_BATCH = 2048; // records per message; larger batches cost more in page faults than they save
 const DRAIN_INTERVAL_MS = 5;
 const SAMPLING_SCAN_MS = 100;
+// Calls per second of one function whose pointer arguments are followed (JavaScript, ~10-30 us a call);
+// later calls in the same second show addresses, so following can never take over a hot function.
+const FOLLOW_PER_SECOND = 1000;
 
-export class Tracer {
+export class NativeTracer implements RuntimeTracer {
   private readonly shared = Memory.alloc(SHARED_SIZE);
   private readonly ring = Memory.alloc(RING_CAPACITY * RECORD_SIZE);
-  private readonly committed = Memory.alloc(RING_CAPACITY * 4);
+  private readonly committed = Memory.alloc(RING_CAPACITY * COMMITTED_SIZE);
   private readonly fstate = Memory.alloc(MAX_FUNCTIONS * FSTATE_SIZE);
   private readonly names = Memory.alloc(NAMES_CAPACITY * THREAD_NAME_SIZE);
   private readonly threads = Memory.alloc(MAX_THREADS * THREAD_STACK_SIZE);
@@ -60,29 +78,24 @@ export class Tracer {
   constructor() {
     this.shared.writeByteArray(new Array(SHARED_SIZE).fill(0));
     this.names.writeByteArray(new Array(NAMES_CAPACITY * THREAD_NAME_SIZE).fill(0));
-    this.committed.writeByteArray(new Array(RING_CAPACITY * 4).fill(0));
-    this.shared.writePointer(this.ring);
-    this.shared.add(Process.pointerSize).writePointer(this.committed);
-    this.shared.add(2 * Process.pointerSize).writePointer(this.fstate);
-    this.shared.add(3 * Process.pointerSize).writePointer(this.names);
-    this.shared.add(4 * Process.pointerSize).writePointer(this.threads);
+    this.committed.writeByteArray(new Array(RING_CAPACITY * COMMITTED_SIZE).fill(0));
+    this.shared.add(SHARED_RING).writePointer(this.ring);
+    this.shared.add(SHARED_COMMITTED).writePointer(this.committed);
+    this.shared.add(SHARED_FSTATE).writePointer(this.fstate);
+    this.shared.add(SHARED_NAMES).writePointer(this.names);
+    this.shared.add(SHARED_THREADS).writePointer(this.threads);
     this.configureSampling({ hotCallsPerSecond: 100000, sampleEvery: 100 });
     this.shared.add(SHARED_FOLLOW_LIMIT).writeU32(FOLLOW_PER_SECOND);
-    this.module = new CModule(cSource(tscIsClocksource()), {
-      shared: this.shared,
-      clock_gettime: Module.getGlobalExportByName("clock_gettime"),
-      pthread_self: Module.getGlobalExportByName("pthread_self"),
-      pthread_getname_np: Module.getGlobalExportByName("pthread_getname_np"),
-    });
+    this.module = createTracerModule(this.shared);
     this.drainFn = new NativeFunction(this.module.drain, "uint32", ["uint32"]);
     const watches = this.jsWatches;
     const follower = this.follower;
     this.jsHook = new NativeCallback(
       (func: number, seq: number, record: NativePointer, mask: number) => {
-        if ((mask & 16) !== 0) {
+        if ((mask & WATCH_JS) !== 0) {
           watches.onRecord(func, seq);
         }
-        if ((mask & 96) !== 0) {
+        if ((mask & WATCH_FOLLOW) !== 0) {
           follower.onRecord(func, seq, record);
         }
       },
@@ -94,7 +107,7 @@ export class Tracer {
 
   // Replace the watches. Records made under the old ones leave first, so the host decodes each batch with
   // the watches it was recorded under. Returns the JavaScript watches refused (expressions that fail to compile).
-  setWatches(native: NativeWatchSpec[], js: JsWatchSpec[]): { id: number; error: string }[] {
+  setWatches(native: NativeWatchSpec[], js: JsWatchSpec[]): WatchError[] {
     for (const id of this.listeners.keys()) {
       this.fstate.add(id * FSTATE_SIZE + FSTATE_WATCH_MASK).writeU32(0);
     }
@@ -102,8 +115,8 @@ export class Tracer {
     const slots = new NativeFunction(this.module.watch_config, "pointer", [])();
     for (const watch of native) {
       const slot = slots.add(watch.slot * NATIVE_WATCH_SIZE);
-      slot.writeU64(uint64(watch.address));
-      slot.add(8).writeU32(watch.size);
+      slot.add(NATIVE_WATCH_ADDRESS).writeU64(uint64(watch.address));
+      slot.add(NATIVE_WATCH_WIDTH).writeU32(watch.size);
     }
     this.nativeWatches = native;
     const errors = this.jsWatches.configure(js);
@@ -136,7 +149,7 @@ export class Tracer {
       }
     }
     if (this.jsWatches.appliesTo(id)) {
-      mask |= 16;
+      mask |= WATCH_JS;
     }
     mask |= this.follower.mask(id);
     this.fstate.add(id * FSTATE_SIZE + FSTATE_WATCH_MASK).writeU32(mask);
@@ -183,7 +196,7 @@ export class Tracer {
       const listener = this.listeners.get(target.id);
       if (listener !== undefined) {
         listener.detach();
-        this.retiredSampledOut += this.fstate.add(target.id * FSTATE_SIZE + 16).readU32();
+        this.retiredSampledOut += this.fstate.add(target.id * FSTATE_SIZE + FSTATE_SAMPLED_OUT).readU32();
         this.listeners.delete(target.id);
         this.sampling.delete(target.id);
       }
@@ -215,7 +228,6 @@ export class Tracer {
   }
 
   private pendingSince = 0; // Date.now() when the drain first saw records waiting; 0 when none
-
 
   // `final`: the process is exiting; bring the sampling counters up to date before the last batch.
   flush(final = false): void {
@@ -277,11 +289,12 @@ export class Tracer {
     }
     for (; this.namesTail !== head; this.namesTail = (this.namesTail + 1) >>> 0) {
       const entry = this.names.add((this.namesTail & (NAMES_CAPACITY - 1)) * THREAD_NAME_SIZE);
-      const tid = entry.readU32();
+      const tid = entry.add(THREAD_NAME_TID).readU32();
       if (tid !== 0) {
-        const raw = new Uint8Array(entry.add(4).readByteArray(16) ?? new ArrayBuffer(0));
+        const text = entry.add(THREAD_NAME_TEXT);
+        const raw = new Uint8Array(text.readByteArray(THREAD_NAME_TEXT_SIZE) ?? new ArrayBuffer(0));
         const end = raw.indexOf(0);
-        out.push([tid, entry.add(4).readUtf8String(end < 0 ? raw.length : end) ?? ""]);
+        out.push([tid, text.readUtf8String(end < 0 ? raw.length : end) ?? ""]);
       }
     }
     return out;
@@ -292,8 +305,8 @@ export class Tracer {
     let sampledOut = this.retiredSampledOut;
     for (const id of this.listeners.keys()) {
       const state = this.fstate.add(id * FSTATE_SIZE);
-      sampledOut += state.add(16).readU32();
-      const enabled = state.add(12).readU32() !== 0;
+      sampledOut += state.add(FSTATE_SAMPLED_OUT).readU32();
+      const enabled = state.add(FSTATE_SAMPLING).readU32() !== 0;
       if (enabled !== (this.sampling.get(id) ?? false)) {
         this.sampling.set(id, enabled);
         emit({
@@ -301,7 +314,7 @@ export class Tracer {
           funcId: id,
           enabled,
           sampleRate: 1 / every,
-          sampledOut: state.add(16).readU32(),
+          sampledOut: state.add(FSTATE_SAMPLED_OUT).readU32(),
         });
       }
     }
