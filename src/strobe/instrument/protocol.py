@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired, TypedDict, cast
 
 from pydantic import BaseModel, Field, TypeAdapter
 
@@ -158,14 +158,121 @@ AnyAgentMessage = (
 AgentMessage = Annotated[AnyAgentMessage, Field(discriminator="type")]
 agent_message_adapter: TypeAdapter[AnyAgentMessage] = TypeAdapter(AgentMessage)
 
-EXIT_ACK = {"type": "exit_ack"}
-CRASH_ACK = {"type": "crash_ack"}
+# ---- host -> agent: the shapes of agent/src/common/protocol.ts's requests, for the builders here and in
+# launcher.ProcessHandle (tests/instrument/test_protocol_contract.py holds both to the agent's interfaces) ----
+
+
+class ExitAck(TypedDict):
+    type: Literal["exit_ack"]
+
+
+class CrashAck(TypedDict):
+    type: Literal["crash_ack"]
+
+
+class FlushRequest(TypedDict):
+    type: Literal["flush"]
+    requestId: int
+
+
+class HookTarget(TypedDict):
+    id: int
+    address: str  # hex
+
+
+class SamplingConfig(TypedDict):
+    hotCallsPerSecond: int
+    sampleEvery: int
+
+
+class HooksRequest(TypedDict):
+    type: Literal["hooks"]
+    requestId: int
+    action: Literal["add", "remove"]
+    functions: list[HookTarget]
+    sampling: SamplingConfig
+
+
+class Deref(TypedDict):
+    offset: int
+    label: str
+
+
+class ReadRecipe(TypedDict):
+    """Start at `address`, read a pointer at each deref's offset, add `offset`, copy `size` bytes; `strings`:
+    offsets of char* in the copied bytes to read as C strings."""
+
+    label: str
+    address: str
+    derefs: list[Deref]
+    offset: int
+    size: int
+    strings: list[int]
+
+
+class PollSpec(TypedDict):
+    pollId: int
+    intervalMs: int
+    durationMs: int
+
+
+class ReadMemoryRequest(TypedDict):
+    type: Literal["read_memory"]
+    requestId: int
+    recipes: list[ReadRecipe]
+    poll: NotRequired[PollSpec]
+
+
+class NativeWatchSpec(TypedDict):
+    slot: int
+    address: str
+    size: int
+    funcs: list[int] | None  # None: every traced function
+
+
+class JsWatchSpec(TypedDict):
+    id: int
+    label: str
+    recipe: NotRequired[ReadRecipe]
+    expr: NotRequired[str]
+    funcs: list[int] | None
+
+
+class WatchesRequest(TypedDict):
+    type: Literal["watches"]
+    requestId: int
+    native: list[NativeWatchSpec]
+    js: list[JsWatchSpec]
+
+
+class FollowNode(TypedDict):
+    n: int
+    s: NotRequired[list[int]]
+    p: NotRequired[list[tuple[int, int]]]
+    t: NotRequired[int]
+
+
+class FollowFunction(TypedDict):
+    id: int
+    version: int
+    nodes: list[FollowNode]
+    slots: list[tuple[str, int, int]]
+
+
+class FollowRequest(TypedDict):
+    type: Literal["follow"]
+    requestId: int
+    funcs: list[FollowFunction]
+
+
+EXIT_ACK: ExitAck = {"type": "exit_ack"}
+CRASH_ACK: CrashAck = {"type": "crash_ack"}
 
 
 def hooks_request(
     request_id: int, action: Literal["add", "remove"], functions: list[tuple[int, int]],
     hot_calls_per_second: int, sample_every: int,
-) -> dict[str, object]:
+) -> HooksRequest:
     """`functions`: (function id, runtime address)."""
     return {
         "type": "hooks",
@@ -178,9 +285,11 @@ def hooks_request(
 
 def read_memory_request(
     request_id: int, recipes: list[dict[str, object]], poll: tuple[int, int, int] | None = None
-) -> dict[str, object]:
+) -> ReadMemoryRequest:
     """`recipes` in the agent's ReadRecipe shape; `poll`: (poll id, interval ms, duration ms)."""
-    message: dict[str, object] = {"type": "read_memory", "requestId": request_id, "recipes": recipes}
+    message: ReadMemoryRequest = {
+        "type": "read_memory", "requestId": request_id, "recipes": cast(list[ReadRecipe], recipes)
+    }
     if poll is not None:
         message["poll"] = {"pollId": poll[0], "intervalMs": poll[1], "durationMs": poll[2]}
     return message
