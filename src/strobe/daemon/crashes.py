@@ -1,4 +1,4 @@
-"""A crash report from the agent (agent/src/crash.ts) turned into a `crash` event: the backtrace symbolized
+"""A crash report from the agent (agent/src/common/crash.ts) turned into a `crash` event: the backtrace symbolized
 (function, file:line per frame), the stack dump around the frame pointer, the crashing function's locals
 read from that dump (symbols/frame_locals.py), the thread's name.
 

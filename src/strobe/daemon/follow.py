@@ -3,7 +3,7 @@
 A traced function's register plan (daemon/signatures.py) says which captured register holds which
 parameter. Where a parameter (or the return value) is a pointer to a struct or class, a C++ object passed or
 returned through a hidden reference, or a `char*`, the agent follows it while the call is being recorded
-(agent/src/follow.ts) and the host decodes what it copied:
+(agent/src/native/follow.ts) and the host decodes what it copied:
 
     plan = follow_plan(register_plan_json, signature, levels=3)   # None: nothing to follow
     plan.wire(func_id, version)                                   # the agent's FollowFunction

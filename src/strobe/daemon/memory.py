@@ -1,5 +1,5 @@
 """Live memory reads (debug_read): targets become read recipes here, the agent follows and copies them
-(agent/src/memory.ts), and the bytes it returns are decoded here into values, structs or files.
+(agent/src/common/memory.ts), and the bytes it returns are decoded here into values, structs or files.
 
 A poll streams one `variable_snapshot` event per tick into the session's timeline; its progress is kept
 per session (`SessionPolls`) so the caller can see how many samples were taken and why it ended.

@@ -5,13 +5,12 @@ wires the real ones (SessionManager.create); tests pass fakes for the Frida side
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from strobe.daemon.images import ImageLoader
 from strobe.daemon.ingest import IngestWorker
-from strobe.daemon.runtimes.base import AgentHandle
 from strobe.paths import StrobePaths
 from strobe.store.reader import Reader
 from strobe.store.writer import Writer
@@ -80,9 +79,3 @@ class Services:
 
     async def kill(self, pid: int) -> None:
         await self.worker.run(lambda: self.launcher.kill(pid))
-
-    async def on_handle(self, handle: AgentHandle, call: Callable[[AgentHandle], T]) -> T:
-        return await self.worker.run(lambda: call(handle))
-
-
-Write = Callable[[Callable[[Any], Any]], Awaitable[Any]]

@@ -17,7 +17,7 @@ from strobe.errors import InvalidPattern
 from strobe.symbols.patterns import Pattern, parse_pattern
 
 MAX_HOOKS = 10_000
-MAX_SLOTS = 1 << 16  # agent/src/tracer_native.ts MAX_FUNCTIONS
+MAX_SLOTS = 1 << 16  # agent/src/native/layout.ts MAX_FUNCTIONS
 _LISTED = 5
 
 

@@ -145,7 +145,7 @@ def assign(watches: Sequence[Watch]) -> Assignment:
 
 
 def agent_watches(assignment: Assignment, hooked: Sequence[tuple[int, str, str | None]]) -> dict[str, object]:
-    """The `watches` message body for the agent (see agent/src/protocol.ts WatchesRequest)."""
+    """The `watches` message body for the agent (see agent/src/common/protocol.ts WatchesRequest)."""
     native = []
     for slot, watch in assignment.native:
         assert watch.read is not None and watch.read.recipe is not None

@@ -132,7 +132,7 @@ class ProcessHandle:
     def read_memory(
         self, recipes: list[dict[str, object]], timeout: float, poll: tuple[int, int, int] | None = None
     ) -> tuple[ReadResponse, bytes]:
-        """Have the agent follow and copy each recipe (see agent/src/memory.ts); returns its answer and the
+        """Have the agent follow and copy each recipe (see agent/src/common/memory.ts); returns its answer and the
         bytes its results point into. With `poll` the agent answers at once and streams snapshots."""
         reply: ReadResponse = self._request(
             lambda rid: read_memory_request(rid, recipes, poll), timeout, "reading memory"
