@@ -47,7 +47,7 @@ function onFlush(request: FlushRequest): void {
 function onWatches(request: WatchesRequest): void {
   recv("watches", onWatches);
   const tracer = route(request);
-  const errors = tracer.setWatches(request.native, request.js);
+  const errors = tracer.setWatches(request.native, request.js, request.version);
   emit({ type: "watches_updated", requestId: request.requestId, activeCount: tracer.watchCount, errors });
 }
 

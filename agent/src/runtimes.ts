@@ -19,8 +19,9 @@ export interface RuntimeTracer {
   add(targets: HookTarget[]): HookFailure[];
   remove(targets: HookTarget[]): HookFailure[];
   configureSampling(config: SamplingConfig): void;
-  // Replace the watches; answers the ones refused. What was recorded under the old ones is sent first.
-  setWatches(native: NativeWatchSpec[], js: JsWatchSpec[]): WatchError[];
+  // Replace the watches (`version` is stamped on the batches recorded under them); answers the ones refused.
+  // What was recorded under the old ones is sent first.
+  setWatches(native: NativeWatchSpec[], js: JsWatchSpec[], version: number): WatchError[];
   // Add or replace pointer-following plans. What was recorded under the old ones is sent first.
   setFollow(funcs: FollowFunction[]): void;
   // Send everything recorded so far; `final`: the process is exiting or crashing.

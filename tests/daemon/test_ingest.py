@@ -180,24 +180,53 @@ class FakeWatches:
 
 def test_watch_values_join_the_call_they_were_read_for(writer: Writer, tmp_path: Path) -> None:
     ingest, session = make_ingest(writer)
-    ingest.watches = FakeWatches()
+    version = ingest.watches.add(FakeWatches())
     both = FLAG_NATIVE_WATCH | FLAG_JS_WATCH
     ingest.on_batch(records(
         (10, 5, 0, KIND_WATCH, 0b101, N, [7, 0, -9]),
         (10, 5, 0, KIND_ENTER, FLAG_NATIVE_WATCH, N, [1, 2]),
         (20, 5, 1, KIND_ENTER, FLAG_JS_WATCH, 101, [3]),
         (30, 5, 1, KIND_WATCH, 0b1, N, [8]),
-    ), 4, 0, 0, first_seq=100, watch_values=[(102, {"4": {"v": "a"}}), (999, {})])
+    ), 4, 0, 0, first_seq=100, watch_values=[(102, {"4": {"v": "a"}}), (999, {})], watch_version=version)
     # The exit's native values ended the first batch: they belong to the next batch's first record.
     ingest.on_batch(records(
         (30, 5, 1, KIND_EXIT, both, 101, [0, 10]),
         (40, 5, 0, KIND_EXIT, 0, N, [0, 30]),
-    ), 2, 0, 0, first_seq=104, watch_values=[(104, {"4": {"v": "b"}})])
+    ), 2, 0, 0, first_seq=104, watch_values=[(104, {"4": {"v": "b"}})], watch_version=version)
     events = read(writer, tmp_path, session)
     assert [e["eventType"] for e in events] == ["function_enter", "function_enter", "function_exit", "function_exit"]
     assert [e.get("watchValues") for e in events] == [{"n0": 7, "n2": -9}, {"j4": "a"}, {"j4": "b", "n0": 8}, None]
     assert events[1]["arguments"] == [3] and events[2]["durationNs"] == 10
     assert events[1]["parentEventId"] == events[0]["id"]
+
+
+class LabelledWatches(FakeWatches):
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def native(self, mask: int, words: list[int]) -> dict[str, object]:
+        return {self.label: words[0]}
+
+    def js(self, values: dict[str, dict[str, object]]) -> dict[str, object]:
+        return {}
+
+
+def test_each_batch_decodes_with_the_watches_it_was_recorded_under(writer: Writer, tmp_path: Path) -> None:
+    """The agent's batches and its reply to a watch change race to the host: the version stamped on each batch,
+    not the order they arrive in, says which watches its values belong to."""
+    ingest, session = make_ingest(writer)
+    first = ingest.watches.add(LabelledWatches("first"))
+    second = ingest.watches.add(LabelledWatches("second"))  # registered before any batch under it arrives
+    ingest.on_batch(records((1, 5, 0, KIND_WATCH, 0b1, N, [11])), 1, 0, 0, first_seq=0, watch_version=first)
+    ingest.on_batch(records((1, 5, 0, KIND_ENTER, FLAG_NATIVE_WATCH, N, []),
+                            (2, 5, 0, KIND_WATCH, 0b1, N, [22]), (2, 5, 1, KIND_ENTER, FLAG_NATIVE_WATCH, 1, [])),
+                    3, 0, 0, first_seq=1, watch_version=first)
+    ingest.on_batch(records((3, 5, 0, KIND_WATCH, 0b1, N, [33]), (3, 5, 1, KIND_ENTER, FLAG_NATIVE_WATCH, 1, [])),
+                    2, 0, 0, first_seq=4, watch_version=second)
+    ingest.on_batch(records((4, 5, 0, KIND_WATCH, 0b1, N, [44]), (4, 5, 1, KIND_ENTER, FLAG_NATIVE_WATCH, 1, [])),
+                    2, 0, 0, first_seq=6, watch_version=0)  # e.g. an exec()ed process's new agent
+    events = read(writer, tmp_path, session)
+    assert [e.get("watchValues") for e in events] == [{"first": 11}, {"first": 22}, {"second": 33}, None]
 
 
 def test_a_followed_child_shares_slots_and_loss_counters_but_numbers_its_own_records(

@@ -59,7 +59,8 @@ def test_the_first_four_direct_scalars_are_native_and_scopes_become_function_ids
     assert [(slot, w.label) for slot, w in assignment.native] == [(0, "0x10"), (1, "0x20"), (2, "0x30"), (3, "0x40")]
     assert [(wid, w.label) for wid, w in assignment.js] == [(4, "e"), (5, "0x50"), (6, "0x60")]
     hooked = [(7, "audio::mix", None), (8, "net::send", None)]
-    message = agent_watches(assignment, hooked)
+    message = agent_watches(assignment, hooked, 5)
+    assert message["version"] == 5
     assert message["native"][0] == {"slot": 0, "address": "0x10", "size": 4, "funcs": [7]}
     assert message["native"][1]["funcs"] is None
     assert message["js"][0] == {"id": 4, "label": "e", "funcs": None, "expr": "ptr('0x10').readU8()"}

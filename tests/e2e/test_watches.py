@@ -43,10 +43,8 @@ async def test_native_and_js_watches_on_every_traced_call(
     events = await watched(strobe, sid, "tick", 6)
     for event in events:
         values = event["watchValues"]
-        assert values["counter"] == 42
-        assert values["g_config_ptr->next->name"] == "second"
-        assert values["g_config.inner.pos"] == {"x": 10, "y": 20}
-        assert values["three"] == 3
+        assert values == values | {"counter": 42, "g_config_ptr->next->name": "second",
+                                   "g_config.inner.pos": {"x": 10, "y": 20}, "three": 3}, event
         if event["eventType"] == "function_enter":
             assert values["g_ticks"] == event["arguments"][0]  # g_ticks is incremented right before tick(g_ticks)
 

@@ -128,6 +128,7 @@ class QuietObserver:
 RECIPE: dict[str, object] = {"label": "g->next", "address": "0x4010", "derefs": [{"offset": 8, "label": "g"}],
                              "offset": 0, "size": 8, "strings": [0]}
 WATCHES: dict[str, object] = {
+    "version": 3,
     "native": [{"slot": 0, "address": "0x4010", "size": 4, "funcs": None}],
     "js": [{"id": 4, "label": "g->name", "recipe": RECIPE, "funcs": [1, 2]},
            {"id": 5, "label": "errno", "expr": "Process.id", "funcs": None}],

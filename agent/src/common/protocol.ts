@@ -54,6 +54,8 @@ export interface TraceBatch {
   sampledOut: number; // calls of hot functions skipped by sampling so far (cumulative)
   threads: [number, string][]; // (thread id, name) of threads seen for the first time
   watchValues?: [number, Record<string, unknown>][]; // (sequence number, {JS watch id: value}) of this batch
+  // the version of the watches its records were made under (WatchesRequest.version; 0: none set yet)
+  watchVersion: number;
   // (sequence number, plan version, {argument index or "r": value}): pointers followed (native/follow.ts)
   followValues?: [number, number, Record<string, unknown>][];
 }
@@ -242,6 +244,7 @@ export interface JsWatchSpec {
 export interface WatchesRequest {
   type: "watches";
   requestId: number;
+  version: number; // chosen by the host, stamped on every batch recorded under these watches
   native: NativeWatchSpec[];
   js: JsWatchSpec[];
 }

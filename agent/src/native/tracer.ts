@@ -72,6 +72,7 @@ export class NativeTracer implements RuntimeTracer {
   private retiredSampledOut = 0;
   private readonly jsWatches = new JsWatches();
   private nativeWatches: NativeWatchSpec[] = [];
+  private watchVersion = 0; // of the watches in force, stamped on every batch (the host decodes by it)
   private readonly follower = new ArgFollower();
   private readonly jsHook: NativeCallback<"void", ["uint32", "uint32", "pointer", "uint32"]>;
 
@@ -105,9 +106,11 @@ export class NativeTracer implements RuntimeTracer {
     new NativeFunction(this.module.js_hook_slot, "pointer", [])().writePointer(this.jsHook);
   }
 
-  // Replace the watches. Records made under the old ones leave first, so the host decodes each batch with
-  // the watches it was recorded under. Returns the JavaScript watches refused (expressions that fail to compile).
-  setWatches(native: NativeWatchSpec[], js: JsWatchSpec[]): WatchError[] {
+  // Replace the watches. Records made under the old ones leave first, and every later batch carries
+  // `version`, so the host decodes each batch with the watches it was recorded under whatever the order in
+  // which it reads this reply and the batches. Returns the JavaScript watches refused (expressions that fail
+  // to compile).
+  setWatches(native: NativeWatchSpec[], js: JsWatchSpec[], version: number): WatchError[] {
     for (const id of this.listeners.keys()) {
       this.fstate.add(id * FSTATE_SIZE + FSTATE_WATCH_MASK).writeU32(0);
     }
@@ -119,6 +122,7 @@ export class NativeTracer implements RuntimeTracer {
       slot.add(NATIVE_WATCH_WIDTH).writeU32(watch.size);
     }
     this.nativeWatches = native;
+    this.watchVersion = version;
     const errors = this.jsWatches.configure(js);
     for (const id of this.listeners.keys()) {
       this.applyWatchMask(id);
@@ -252,6 +256,7 @@ export class NativeTracer implements RuntimeTracer {
           dropped: this.shared.add(SHARED_DROPPED).readS32(),
           sampledOut: this.sampledOut,
           threads: this.newThreadNames(),
+          watchVersion: this.watchVersion,
           watchValues: this.jsWatches.count > 0 ? this.jsWatches.take(firstSeq, n) : undefined,
           followValues: this.follower.active ? this.follower.take(firstSeq, n) : undefined,
         },
@@ -271,6 +276,7 @@ export class NativeTracer implements RuntimeTracer {
         dropped: this.shared.add(SHARED_DROPPED).readS32(),
         sampledOut: this.sampledOut,
         threads: this.newThreadNames(),
+        watchVersion: this.watchVersion,
       });
     }
     const now = Date.now();

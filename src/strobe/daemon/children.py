@@ -76,11 +76,9 @@ class ChildFollowing:
         """A process of the session exec()ed: same pid, a new program whose functions are matched again."""
         image = self._services.images.load(path, handle.modules)
         process.rebind(handle, image, ingest_like(image.runtime, process.ingest, process.pid))
-        if process.is_root:
-            process.ingest.watches = None
-            if live.watches:
-                log.info("session %s: watches dropped: the launched process exec()ed %s", live.record.id, path)
-                live.watches = []
+        if process.is_root and live.watches:  # its new agent records under no watches (version 0)
+            log.info("session %s: watches dropped: the launched process exec()ed %s", live.record.id, path)
+            live.watches = []
         key, pid = live.record.key, process.pid
         await self._services.write(lambda c: store_sessions.set_process_binary(c, key, pid, path))
         log.info("session %s: process %d exec()ed %s (%s)", live.record.id, pid, path, image.kind.value)

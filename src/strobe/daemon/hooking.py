@@ -97,12 +97,13 @@ class Hooking:
         return warnings
 
     async def set_watches(self, live: LiveSession, process: TracedProcess, watches: list[Watch]) -> list[str]:
-        """Send watches (their scopes resolved to the process's hooked functions) and switch its ingest's decoder
-        in step with the batches recorded under them. Returns the watches the agent refused, by label; the
-        session's watches become those it accepted."""
+        """Send watches (their scopes resolved to the process's hooked functions) under a new version, registered
+        with its decoder first: the batches recorded under them carry that version. Returns the watches the agent
+        refused, by label; the session's watches become those it accepted."""
         hooked = [(slot, f.name, f.file) for slot, f in process.hooked.items()]
         assignment = assign(watches)
-        message = agent_watches(assignment, hooked)
+        version = process.ingest.watches.add(WatchDecoder(assignment) if watches else None)
+        message = agent_watches(assignment, hooked, version)
         try:
             reply = await process.image.runtime.apply_watches(self._services.worker.run, process.handle, message)
         except ProcessGone as exc:
@@ -110,13 +111,6 @@ class Hooking:
                 f"The target process of '{live.record.id}' (pid {process.pid}) exited while its watches were being "
                 f"set ({exc}). The session is still queryable."
             ) from exc
-        decoder = WatchDecoder(assignment) if watches else None
-        ingest = process.ingest
-
-        def switch() -> None:
-            ingest.watches = decoder
-
-        self._services.ingest.submit(switch)
         by_id = assignment.by_id()
         failed = {e.id: e.error for e in reply.errors}
         live.watches = [w for wid, w in sorted(by_id.items()) if wid not in failed]

@@ -130,6 +130,28 @@ class WatchValues(Protocol):
     def js(self, values: Any) -> dict[str, Any]: ...
 
 
+class WatchVersions:
+    """The watch sets sent to a session's processes, by version. The host picks a version before it sends a set
+    and the agent stamps it on every batch recorded under that set, so a batch is decoded with its own watches
+    even when it arrives before the agent's reply. Version 0: no watches. One per session, shared by the ingests
+    of its processes (a forked child records under its parent's set until it is sent its own)."""
+
+    def __init__(self) -> None:
+        self._sets: dict[int, WatchValues | None] = {0: None}
+        self._next = 1
+
+    def add(self, decoder: WatchValues | None) -> int:
+        """Register a set; returns the version to send with it."""
+        version = self._next
+        self._next += 1
+        self._sets[version] = decoder
+        return version
+
+    def get(self, version: int) -> WatchValues | None:
+        """The decoder of a batch stamped `version`; None when it carries no watches (or a version never sent)."""
+        return self._sets.get(version)
+
+
 class FollowedValues(Protocol):
     """Decodes pointers the agent followed at call time (daemon.follow.FollowDecoder)."""
 
@@ -172,8 +194,8 @@ class TraceIngest:
     events: int = 0
     _named_threads: dict[int, str] = field(default_factory=dict)
     _seqs: _SeqMap = field(default_factory=_SeqMap)
-    watches: WatchValues | None = None  # set through the ingest queue, so batches decode with their own
-    _carried_watch: tuple[int, list[int]] | None = None  # native values whose call is in the next batch
+    watches: WatchVersions = field(default_factory=WatchVersions)
+    _carried_watch: tuple[WatchValues, int, list[int]] | None = None  # native values whose call opens the next batch
     follow: FollowedValues | None = None
 
     def __post_init__(self) -> None:
@@ -195,7 +217,7 @@ class TraceIngest:
     def on_batch(
         self, data: bytes, count: int, dropped: int, sampled_out: int, threads: list[tuple[int, str]] | None = None,
         first_seq: int = 0, watch_values: list[tuple[int, dict[str, Any]]] | None = None,
-        follow_values: list[tuple[int, int, dict[str, Any]]] | None = None,
+        follow_values: list[tuple[int, int, dict[str, Any]]] | None = None, watch_version: int = 0,
     ) -> None:
         records = decode(data, count)
         if threads:
@@ -205,8 +227,11 @@ class TraceIngest:
         start = self._seqs.add(first_seq, count, first_id)
         parents = self._seqs.resolve(records["parent"], start + count - 1)
         extras: dict[int, dict[str, Any]] = {}
-        if self.watches is not None:
-            self._watch_extras(extras, records, first_seq, watch_values)
+        watches = self.watches.get(watch_version)
+        if watches is not None:
+            self._watch_extras(watches, extras, records, first_seq, watch_values)
+        else:
+            self._carried_watch = None
         if follow_values and self.follow is not None:
             self._follow_extras(extras, records, first_seq, follow_values)
         texts = {i: json.dumps(v, separators=(",", ":"), default=str) for i, v in extras.items() if v}
@@ -228,30 +253,30 @@ class TraceIngest:
                                               sum(p.sampled_out for p in peers)))
 
     def _watch_extras(
-        self, extras: dict[int, dict[str, Any]], records: np.ndarray, first_seq: int,
+        self, watches: WatchValues, extras: dict[int, dict[str, Any]], records: np.ndarray, first_seq: int,
         js_values: list[tuple[int, dict[str, Any]]] | None,
     ) -> None:
         """`extra` fields ({"watchValues": {...}}) by position in the batch, for the calls that carry watch values:
         native ones in the KIND_WATCH record just before the call's (committed first, so a batch may end with
         one whose call opens the next batch: it is carried over), JavaScript ones in the batch header by
         sequence number."""
-        assert self.watches is not None
         values: dict[int, dict[str, Any]] = {}
         flags, kinds = records["flags"], records["kind"]
         n = len(records)
         carried, self._carried_watch = self._carried_watch, None
         if carried is not None and n and kinds[0] != KIND_WATCH and flags[0] & FLAG_NATIVE_WATCH:
-            values[0] = self.watches.native(*carried)
+            decoder, mask, words = carried
+            values[0] = decoder.native(mask, words)
         for i in np.flatnonzero(kinds == KIND_WATCH).tolist():
             mask, words = int(flags[i]), records["a"][i].tolist()
             if i + 1 == n:
-                self._carried_watch = (mask, words)
+                self._carried_watch = (watches, mask, words)
             elif flags[i + 1] & FLAG_NATIVE_WATCH and kinds[i + 1] != KIND_WATCH:
-                values.setdefault(i + 1, {}).update(self.watches.native(mask, words))
+                values.setdefault(i + 1, {}).update(watches.native(mask, words))
         for seq, captured in js_values or ():
             i = (seq - first_seq) & 0xFFFF_FFFF
             if i < n and flags[i] & FLAG_JS_WATCH:
-                values.setdefault(i, {}).update(self.watches.js(captured))
+                values.setdefault(i, {}).update(watches.js(captured))
         for i, v in values.items():
             if v:
                 extras.setdefault(i, {})["watchValues"] = v

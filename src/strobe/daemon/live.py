@@ -121,7 +121,7 @@ class LiveSession:
         ingest = process.ingest
         queued = self.ingest_worker.submit(
             lambda: ingest.on_batch(data, batch.count, batch.dropped, batch.sampledOut, batch.threads,
-                                    batch.firstSeq, batch.watchValues, batch.followValues),
+                                    batch.firstSeq, batch.watchValues, batch.followValues, batch.watchVersion),
             batch.count,
         )
         if not queued:

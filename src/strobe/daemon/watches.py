@@ -144,8 +144,11 @@ def assign(watches: Sequence[Watch]) -> Assignment:
     return Assignment(tuple(native), tuple(js))
 
 
-def agent_watches(assignment: Assignment, hooked: Sequence[tuple[int, str, str | None]]) -> dict[str, object]:
-    """The `watches` message body for the agent (see agent/src/common/protocol.ts WatchesRequest)."""
+def agent_watches(
+    assignment: Assignment, hooked: Sequence[tuple[int, str, str | None]], version: int
+) -> dict[str, object]:
+    """The `watches` message body for the agent (see agent/src/common/protocol.ts WatchesRequest); `version` is
+    stamped on the batches recorded under these watches (ingest.WatchVersions)."""
     native = []
     for slot, watch in assignment.native:
         assert watch.read is not None and watch.read.recipe is not None
@@ -159,7 +162,7 @@ def agent_watches(assignment: Assignment, hooked: Sequence[tuple[int, str, str |
         else:
             entry["expr"] = watch.expr
         js.append(entry)
-    return {"native": native, "js": js}
+    return {"version": version, "native": native, "js": js}
 
 
 class WatchDecoder:

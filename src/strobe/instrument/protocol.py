@@ -55,6 +55,7 @@ class TraceBatch(BaseModel):
     sampledOut: int
     threads: list[tuple[int, str]]
     watchValues: list[tuple[int, dict[str, dict[str, Any]]]] | None = None  # (sequence number, {watch id: value})
+    watchVersion: int  # of the watches its records were made under (WatchesRequest.version; 0: none)
     # (sequence number, follow plan version, {argument index or "r": followed value}); see daemon/follow.py
     followValues: list[tuple[int, int, dict[str, Any]]] | None = None
 
@@ -241,6 +242,7 @@ class JsWatchSpec(TypedDict):
 class WatchesRequest(TypedDict):
     type: Literal["watches"]
     requestId: int
+    version: int
     native: list[NativeWatchSpec]
     js: list[JsWatchSpec]
 
