@@ -11,10 +11,13 @@ import {
   FollowRequest,
   HooksRequest,
   PROTOCOL_VERSION,
+  PyCommandRequest,
+  PySetupRequest,
   ReadMemoryRequest,
   WatchesRequest,
 } from "./common/protocol.js";
 import { RECORD_SIZE } from "./native/layout.js";
+import { CPythonTracer } from "./cpython/tracer.js";
 import { createRuntimes, RuntimeTracer } from "./runtimes.js";
 
 const tracers = createRuntimes();
@@ -53,8 +56,22 @@ function onWatches(request: WatchesRequest): void {
 
 function onFollow(request: FollowRequest): void {
   recv("follow", onFollow);
+recv("py_setup", onPySetup);
+recv("py_command", onPyCommand);
   route(request).setFollow(request.funcs);
   emit({ type: "follow_updated", requestId: request.requestId });
+}
+
+const python = new CPythonTracer();
+
+function onPySetup(request: PySetupRequest): void {
+  recv("py_setup", onPySetup);
+  emit({ type: "py_setup_done", requestId: request.requestId, ...python.setup(request) });
+}
+
+function onPyCommand(request: PyCommandRequest): void {
+  recv("py_command", onPyCommand);
+  python.command(request);
 }
 
 function onRead(request: ReadMemoryRequest): void {
@@ -69,6 +86,8 @@ recv("flush", onFlush);
 recv("read_memory", onRead);
 recv("watches", onWatches);
 recv("follow", onFollow);
+recv("py_setup", onPySetup);
+recv("py_command", onPyCommand);
 for (const tracer of all) {
   tracer.start();
 }

@@ -104,6 +104,7 @@ REPLIES: dict[str, Any] = {  # what the agent answers each request with
     "watches": lambda rid: protocol.WatchesUpdated(type="watches_updated", requestId=rid, activeCount=0, errors=[]),
     "follow": lambda rid: protocol.FollowUpdated(type="follow_updated", requestId=rid),
     "flush": lambda rid: protocol.Flushed(type="flushed", requestId=rid),
+    "py_setup": lambda rid: protocol.PySetupDone(type="py_setup_done", requestId=rid, state="waiting"),
 }
 
 
@@ -151,6 +152,8 @@ def test_what_the_host_posts_fits_the_agent_interfaces() -> None:
     handle.set_watches(WATCHES)
     handle.set_follow(FOLLOW)
     handle.flush(5.0)
+    handle.py_setup("print('@SINK@', @CONTROL_FD@)")
+    handle.py_command('{"cmd": "depth", "depth": 2}')
     handle.ack_crash()
     Launcher()._on_message(handle, {"type": "send", "payload": {"type": "process_exit", "code": 3}}, None)
     ts = agent()

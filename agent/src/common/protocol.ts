@@ -146,6 +146,26 @@ export interface CrashReport {
   nsec: number;
 }
 
+// CPython (cpython/tracer.ts): the answer to `py_setup`, and the tracer's state when it changes later
+// (installed at Py_RunMain, or its bootstrap failed).
+export interface PySetupDone {
+  type: "py_setup_done";
+  requestId: number;
+  state: "waiting" | "installed" | "unsupported";
+  error?: string;
+}
+
+export interface PyState {
+  type: "py_state";
+  state: "waiting" | "installed" | "unsupported";
+  error?: string;
+}
+
+// One batch of the Python tracer, as it wrote it: UTF-8 JSON in the message's data.
+export interface PyBatch {
+  type: "py_batch";
+}
+
 export type AgentMessage =
   | AgentLoaded
   | ProcessExit
@@ -159,7 +179,10 @@ export type AgentMessage =
   | FollowUpdated
   | VariableSnapshot
   | PollComplete
-  | CrashReport;
+  | CrashReport
+  | PySetupDone
+  | PyState
+  | PyBatch;
 
 // ---- host -> agent ----
 
@@ -270,6 +293,20 @@ export interface FollowRequest {
   type: "follow";
   requestId: number;
   funcs: FollowFunction[];
+}
+
+// CPython: the tracer's bootstrap (Python source run with PyRun_SimpleString; "@SINK@" and "@CONTROL_FD@"
+// are replaced by the batch callback's address and the control pipe's read end).
+export interface PySetupRequest {
+  type: "py_setup";
+  requestId: number;
+  bootstrap: string;
+}
+
+// CPython: one JSON command line for the tracer's thread (no answer; the tracer replies in a batch).
+export interface PyCommandRequest {
+  type: "py_command";
+  command: string;
 }
 
 export function emit(message: AgentMessage, data?: ArrayBuffer | null): void {

@@ -32,6 +32,11 @@ from strobe.instrument.protocol import (
     ModuleInfo,
     PollComplete,
     ProcessExit,
+    PyBatch,
+    PyCommandRequest,
+    PySetupDone,
+    PySetupRequest,
+    PyState,
     ReadResponse,
     SamplingStateChange,
     TraceBatch,
@@ -74,6 +79,12 @@ class ProcessObserver(Protocol):
 
     def on_crash(self, pid: int, report: CrashReport, stack: bytes) -> None:
         """A fatal signal; the crashing thread waits until ProcessHandle.ack_crash()."""
+
+    def on_py_batch(self, pid: int, data: bytes) -> None:
+        """A batch of the Python tracer (JSON bytes)."""
+
+    def on_py_state(self, pid: int, state: PyState) -> None:
+        """The Python tracer was installed at Py_RunMain, or could not be."""
 
     def on_child(self, handle: ProcessHandle, origin: str, parent_pid: int, path: str) -> None:
         """A followed process forked (origin "fork"; vfork too), posix_spawn()ed or exec()ed ("exec": same pid,
@@ -161,12 +172,28 @@ class ProcessHandle:
         with contextlib.suppress(*FRIDA_ERRORS):  # the process may be gone already
             self.script.post(CRASH_ACK)
 
+    def py_setup(self, bootstrap: str) -> PySetupDone:
+        """Give the agent the Python tracer's bootstrap: it runs it now (a running interpreter) or at Py_RunMain."""
+        reply: PySetupDone = self._request(
+            lambda rid: PySetupRequest(type="py_setup", requestId=rid, bootstrap=bootstrap), REQUEST_TIMEOUT_S,
+            "the Python tracer was being installed",
+        )
+        return reply
+
+    def py_command(self, command: str) -> None:
+        """One JSON command line for the Python tracer (queued by the agent until the tracer is installed)."""
+        try:
+            self.script.post(PyCommandRequest(type="py_command", command=command))
+        except FRIDA_ERRORS as exc:
+            raise ProcessGone(f"The process {self.pid} is gone ({exc}).") from exc
+
     def flush(self, timeout: float) -> None:
         """Have the agent send every event recorded so far; returns once they have been delivered."""
         self._request(lambda rid: {"type": "flush", "requestId": rid}, timeout, "flushing its events")
 
     def deliver_reply(
-        self, reply: HooksUpdated | Flushed | ReadResponse | WatchesUpdated | FollowUpdated, data: bytes | None = None
+        self, reply: HooksUpdated | Flushed | ReadResponse | WatchesUpdated | FollowUpdated | PySetupDone,
+        data: bytes | None = None,
     ) -> None:
         with self._lock:
             waiter = self._replies.pop(reply.requestId, None)
@@ -421,8 +448,12 @@ class Launcher:
             return
         if isinstance(payload, TraceBatch):
             handle.observer.on_trace_batch(handle.pid, payload, data or b"")
-        elif isinstance(payload, HooksUpdated | Flushed | ReadResponse | WatchesUpdated | FollowUpdated):
+        elif isinstance(payload, HooksUpdated | Flushed | ReadResponse | WatchesUpdated | FollowUpdated | PySetupDone):
             handle.deliver_reply(payload, data)
+        elif isinstance(payload, PyBatch):
+            handle.observer.on_py_batch(handle.pid, data or b"")
+        elif isinstance(payload, PyState):
+            handle.observer.on_py_state(handle.pid, payload)
         elif isinstance(payload, VariableSnapshot):
             handle.observer.on_snapshot(handle.pid, payload, data or b"")
         elif isinstance(payload, CrashReport):

@@ -152,9 +152,33 @@ class CrashReport(BaseModel):
     nsec: int
 
 
+class PySetupDone(BaseModel):
+    """The agent's answer to py_setup: the Python tracer is waiting for Py_RunMain, installed, or cannot be."""
+
+    type: Literal["py_setup_done"]
+    requestId: int
+    state: Literal["waiting", "installed", "unsupported"]
+    error: str | None = None
+
+
+class PyState(BaseModel):
+    """The Python tracer's state when it changes after py_setup (installed at Py_RunMain, or failed)."""
+
+    type: Literal["py_state"]
+    state: Literal["waiting", "installed", "unsupported"]
+    error: str | None = None
+
+
+class PyBatch(BaseModel):
+    """A batch of the Python tracer: UTF-8 JSON in the message's data (src/strobe/instrument/pytracer/)."""
+
+    type: Literal["py_batch"]
+
+
 AnyAgentMessage = (
     AgentLoaded | ProcessExit | AgentLog | HooksUpdated | TraceBatch | SamplingStateChange | Flushed
     | ReadResponse | VariableSnapshot | PollComplete | WatchesUpdated | FollowUpdated | CrashReport
+    | PySetupDone | PyState | PyBatch
 )
 AgentMessage = Annotated[AnyAgentMessage, Field(discriminator="type")]
 agent_message_adapter: TypeAdapter[AnyAgentMessage] = TypeAdapter(AgentMessage)
@@ -295,3 +319,14 @@ def read_memory_request(
     if poll is not None:
         message["poll"] = {"pollId": poll[0], "intervalMs": poll[1], "durationMs": poll[2]}
     return message
+
+
+class PySetupRequest(TypedDict):
+    type: Literal["py_setup"]
+    requestId: int
+    bootstrap: str
+
+
+class PyCommandRequest(TypedDict):
+    type: Literal["py_command"]
+    command: str
