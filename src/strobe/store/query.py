@@ -10,14 +10,21 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-import struct
 from dataclasses import dataclass, field
 from typing import Any
 
 from strobe.store import counts
 from strobe.store.filters import UNSET, EventFilter, TextMatch, TimeBound, parse_time
 from strobe.store.query_plan import _compile, _count, _postings_matches, _return_classes, canonical_json
-from strobe.store.registers import RegisterPlan, parse_plan, words_of
+from strobe.store.registers import (
+    RegisterPlan,
+    decode_retval,
+    parse_plan,
+    raw_arguments,
+    raw_return_type,
+    register_value,
+    words_of,
+)
 from strobe.store.schema import EventKind
 
 __all__ = [
@@ -116,44 +123,6 @@ def _query(
 
 def _json(text: str | None) -> Any:
     return None if text is None else json.loads(text)
-
-
-_HEX_FROM = 1 << 32
-
-
-def register_value(value: int) -> int | str:
-    """A raw register as the agent sees it: small values as integers, large ones (pointers) in hex."""
-    if -_HEX_FROM < value < _HEX_FROM:
-        return value
-    return hex(value & 0xFFFF_FFFF_FFFF_FFFF)
-
-
-def raw_arguments(args: Any) -> Any:
-    if isinstance(args, bytes):
-        return [register_value(v) for v in struct.unpack(f"<{len(args) // 8}q", args)]
-    return _json(args)
-
-
-def raw_return_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, int):
-        return "int" if -_HEX_FROM < value < _HEX_FROM else "pointer"
-    if isinstance(value, float):
-        return "float"
-    if isinstance(value, str):
-        return "pointer" if value.startswith("0x") else "string"
-    return "object"
-
-
-def decode_retval(value: Any) -> Any:
-    """Structured return values are stored as JSON text; other text is returned as it is."""
-    if isinstance(value, str) and value[:1] in "{[":
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
 
 
 _KINDS = {int(k): (k.wire_name, k in (EventKind.FUNCTION_ENTER, EventKind.FUNCTION_EXIT),

@@ -15,6 +15,12 @@ pointers as "0x..." hex or null, enums by name (the number when no name matches)
 {field: value}, char arrays as strings. What the registers do not hold (a double in an xmm register, an
 argument on the stack, the second half of a value returned in rdx:rax) shows as a "<...: not captured>"
 note saying where it was.
+
+Without a plan (a function with no DWARF signature) the registers show raw, the native runtime's value
+renderer (daemon/runtimes/native.py) is built on these:
+
+    raw_arguments(args)                     # argument registers as numbers, large ones (pointers) in hex
+    register_value(word), decode_retval(retval), raw_return_type(value)
 """
 
 from __future__ import annotations
@@ -115,6 +121,46 @@ def words_of(blob: bytes | None) -> list[int]:
     if not blob:
         return []
     return list(struct.unpack(f"<{len(blob) // 8}q", blob[: len(blob) // 8 * 8]))
+
+
+_HEX_FROM = 1 << 32
+
+
+def register_value(value: int) -> int | str:
+    """A raw register as the agent sees it: small values as integers, large ones (pointers) in hex."""
+    if -_HEX_FROM < value < _HEX_FROM:
+        return value
+    return hex(value & _MASK)
+
+
+def raw_arguments(args: bytes | str | None) -> Any:
+    """Stored arguments without a plan: a blob of int64 registers, or JSON text."""
+    if isinstance(args, bytes):
+        return [register_value(v) for v in struct.unpack(f"<{len(args) // 8}q", args)]
+    return None if args is None else json.loads(args)
+
+
+def decode_retval(value: Any) -> Any:
+    """Structured return values are stored as JSON text; other text is returned as it is."""
+    if isinstance(value, str) and value[:1] in "{[":
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def raw_return_type(value: Any) -> str:
+    """The kind of a return value without a plan (after decode_retval)."""
+    if value is None:
+        return "null"
+    if isinstance(value, int):
+        return "int" if -_HEX_FROM < value < _HEX_FROM else "pointer"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "pointer" if value.startswith("0x") else "string"
+    return "object"
 
 
 class _Decoder:

@@ -12,7 +12,7 @@ from strobe.daemon.ingest import SlotTable, TraceIngest
 from strobe.daemon.runtimes.base import AgentHandle, Run, Runtime, RuntimeKind, ValueRenderer
 from strobe.daemon.symbols import SessionSymbols, TraceableFunction, load_session_symbols, preload_main_index
 from strobe.instrument.protocol import ModuleInfo, WatchesUpdated
-from strobe.store import query
+from strobe.store.registers import decode_retval, raw_arguments, raw_return_type, register_value
 from strobe.store.writer import Writer
 
 
@@ -20,13 +20,13 @@ class NativeValues:
     """Raw registers, for functions whose register plan (typed values, store/registers.py) is not known."""
 
     def arguments(self, args: Any) -> Any:
-        return query.raw_arguments(args)
+        return raw_arguments(args)
 
     def return_value(self, retval: Any) -> Any:
-        return query.register_value(retval) if isinstance(retval, int) else query.decode_retval(retval)
+        return register_value(retval) if isinstance(retval, int) else decode_retval(retval)
 
     def return_type(self, retval: Any) -> str:
-        return query.raw_return_type(query.decode_retval(retval))
+        return raw_return_type(decode_retval(retval))
 
 
 class NativeRuntime(Runtime):
