@@ -232,7 +232,7 @@ def run(work_dir: Path, events: int) -> dict[str, dict[str, float]]:
             expected = _expected(main["rows"], flt)
             if page.total_count != len(expected):
                 raise AssertionError(f"{name}: totalCount {page.total_count}, expected {len(expected)}")
-            if [e["timestampNs"] for e in page.events] != expected[:PAGE]:
+            if [e.ts for e in page.events] != expected[:PAGE]:
                 raise AssertionError(f"{name}: the first page is not the first {PAGE} matching events")
 
             def once(flt: EventFilter = flt) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.mcp.wire_pages import query_wire
 from tests.store.summaries import rebuilt, summaries
 
 from strobe.daemon.ingest import TraceIngest
@@ -24,7 +25,7 @@ from strobe.instrument.records import (
     RECORD_DTYPE,
 )
 from strobe.store import sessions as store_sessions
-from strobe.store.query import EventFilter, install_functions, query_events
+from strobe.store.query import EventFilter, install_functions
 from strobe.store.schema import connect
 from strobe.store.writer import Writer
 
@@ -69,7 +70,7 @@ def read(writer: Writer, tmp_path: Path, session: int, verbose: bool = True) -> 
     conn = connect(tmp_path / "strobe.db", readonly=True)
     install_functions(conn)
     try:
-        return query_events(conn, session, "s", EventFilter(), limit=500, offset=0, verbose=verbose).events
+        return query_wire(conn, session, "s", EventFilter(), limit=500, offset=0, verbose=verbose).events
     finally:
         conn.close()
 

@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.mcp.wire_pages import query_wire
 
 from strobe.daemon.signatures import register_plan
 from strobe.store.functions import insert_functions, set_signatures
-from strobe.store.query import EventFilter, query_events
+from strobe.store.query import EventFilter
 from strobe.store.registers import parse_plan
 from strobe.store.schema import EventKind, connect
 from strobe.store.sessions import insert_session
@@ -346,7 +347,7 @@ def test_query_results_show_arguments_through_the_stored_plan(abi: Path, tmp_pat
              (session.key, 2, int(EventKind.FUNCTION_EXIT), tagged, None, (1 << 40) + 8, 5),
              (session.key, 3, int(EventKind.FUNCTION_EXIT), half, None, 0x4021_0000_0000_0000, 5)],
         )
-        shown = query_events(conn, session.key, session.id, EventFilter(), limit=10, offset=0, verbose=True).events
+        shown = query_wire(conn, session.key, session.id, EventFilter(), limit=10, offset=0, verbose=True).events
     finally:
         conn.close()
     assert shown[0]["arguments"] == [{"id": 1 << 40, "code": 65535, "tag": "z"}, 8]

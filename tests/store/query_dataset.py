@@ -10,15 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.mcp.wire_pages import WirePage, query_wire
 
 from strobe.store import counts
 from strobe.store import sessions as store_sessions
-from strobe.store.query import (
-    EventFilter,
-    QueryPage,
-    install_functions,
-    query_events,
-)
+from strobe.store.query import EventFilter, install_functions
 from strobe.store.schema import EVENT_COLUMNS, EventKind, connect
 from strobe.store.writer import Writer
 
@@ -195,15 +191,15 @@ def run(
     offset: int = 0,
     verbose: bool = False,
     other: bool = False,
-) -> QueryPage:
+) -> WirePage:
     if other:
-        return query_events(
+        return query_wire(
             conn, data.other_key, data.other_id, flt, limit=limit, offset=offset, verbose=verbose
         )
-    return query_events(conn, data.main_key, data.main_id, flt, limit=limit, offset=offset, verbose=verbose)
+    return query_wire(conn, data.main_key, data.main_id, flt, limit=limit, offset=offset, verbose=verbose)
 
 
-def names(data: Data, page: QueryPage) -> list[str]:
+def names(data: Data, page: WirePage) -> list[str]:
     by_wire = {f"{data.main_id}-{i}": n for n, i in data.ids.items()}
     by_wire.update({f"{data.other_id}-{i}": n for n, i in data.ids.items()})
     return [by_wire[e["id"]] for e in page.events]

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from tests.mcp.wire_pages import query_wire
 from tests.store.query_dataset import (
     FUNCTIONS,
     MS,
@@ -28,7 +29,6 @@ from strobe.store.query import (
     TextMatch,
     install_functions,
     parse_time,
-    query_events,
 )
 from strobe.store.schema import EVENT_COLUMNS, TIME_BUCKET_SHIFT, EventKind, connect
 from strobe.store.writer import Writer
@@ -346,7 +346,7 @@ def test_random_filters_agree_with_the_events(
             limit = rng.choice([1, 7, 50, 500])
             offset = rng.choice([0, 0, 3, 40, len(expected) - 1, len(expected) + 5])
             offset = max(offset, 0)
-            page = query_events(conn, 1, "s1", flt, limit=limit, offset=offset, verbose=False)
+            page = query_wire(conn, 1, "s1", flt, limit=limit, offset=offset, verbose=False)
             assert page.total_count == len(expected), flt
             assert [e["id"] for e in page.events] == expected[offset:offset + limit], flt
             assert page.has_more is (offset + len(page.events) < len(expected))

@@ -1,5 +1,5 @@
 """Register plans read back at query time: typed arguments and return values from raw register words, and
-the verbose wire form of events whose function has a plan (store/registers.py, store/query.py)."""
+the verbose wire form of events whose function has a plan (store/registers.py, store/query.py, mcp/wire.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.mcp.wire_pages import query_wire
 
 from strobe.store import sessions as store_sessions
 from strobe.store.functions import insert_functions, set_signatures
-from strobe.store.query import EventFilter, query_events
+from strobe.store.query import EventFilter
 from strobe.store.registers import parse_plan, words_of
 from strobe.store.schema import EventKind, connect
 
@@ -197,7 +198,7 @@ def signed(word: int) -> int:
 
 
 def events(conn: sqlite3.Connection, session: int, session_id: str, verbose: bool = True) -> list[dict[str, Any]]:
-    return query_events(conn, session, session_id, EventFilter(), limit=100, offset=0, verbose=verbose).events
+    return query_wire(conn, session, session_id, EventFilter(), limit=100, offset=0, verbose=verbose).events
 
 
 def blob(*words: int) -> bytes:

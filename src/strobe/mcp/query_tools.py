@@ -39,7 +39,8 @@ async def query(ctx: ToolContext, req: QueryRequest) -> dict[str, Any]:
     page = await manager.query(
         record, to_filter(req), limit=req.limit, offset=req.offset, verbose=req.verbose
     )
-    result: dict[str, Any] = {"events": page.events, "totalCount": page.total_count, "hasMore": page.has_more}
+    events = [wire.event(row, record.id, req.verbose) for row in page.events]
+    result: dict[str, Any] = {"events": events, "totalCount": page.total_count, "hasMore": page.has_more}
     if page.pids:
         result["pids"] = page.pids
         families = await manager.session_processes([record.key])

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+from strobe.daemon.runtimes import RuntimeKind, values_for
 from strobe.daemon.watches import Watch
+from strobe.store.query import EventRow
+from strobe.store.registers import RegisterPlan, words_of
+from strobe.store.schema import EventKind
 from strobe.store.sessions import ProcessRecord, SessionRecord, SessionStatus
 
 
@@ -51,3 +58,84 @@ def watch(w: Watch) -> dict[str, object]:
     if w.spec.on is not None:
         out["on"] = list(w.spec.on)
     return out
+
+
+def event(row: EventRow, session_id: str, verbose: bool) -> dict[str, Any]:
+    """One timeline event (debug_query): a summary, or with `verbose` its threads, parent, arguments, return
+    value and extras; fields without a value are left out. Crashes always show every detail, variable
+    snapshots always their values. Arguments and return values show through the function's register plan when
+    it has one, otherwise through the runtime's values (raw registers)."""
+    kind = row.kind
+    is_function = kind in (EventKind.FUNCTION_ENTER, EventKind.FUNCTION_EXIT)
+    values = values_for(RuntimeKind.NATIVE)  # every stored event is native code's
+    out: dict[str, Any] = {"id": f"{session_id}-{row.id}", "eventType": kind.wire_name, "timestampNs": row.ts}
+    plan = row.plan if is_function else None
+    if is_function:
+        if row.function is not None:
+            out["function"] = row.function
+        if row.source_file is not None:
+            out["sourceFile"] = row.source_file
+        if row.line is not None:
+            out["line"] = row.line
+        if row.duration is not None:
+            out["durationNs"] = row.duration
+        if kind is EventKind.FUNCTION_EXIT:
+            out["returnType"] = plan.return_type if plan is not None else values.return_type(row.retval)
+    if row.text is not None:
+        out["text"] = row.text
+    if kind is EventKind.CRASH:  # the point of a crash event: every detail, verbose or not
+        out.update(pid=row.pid, threadId=row.tid, threadName=row.thread_name)
+        out.update(row.extra or {})
+        return _present(out)
+    args = row.args
+    if kind is EventKind.VARIABLE_SNAPSHOT:
+        out["values"] = None if args is None else json.loads(args)  # shown without verbose too
+        if not verbose:
+            return out
+        args = None
+    if not verbose:
+        return out
+    extra = dict(row.extra or {})
+    followed = extra.pop("followed", None)
+    out.update(
+        functionRaw=row.function_raw,
+        threadId=row.tid,
+        threadName=row.thread_name,
+        pid=row.pid,
+        parentEventId=None if row.parent is None else f"{session_id}-{row.parent}",
+        arguments=values.arguments(args),
+        returnValue=values.return_value(row.retval),
+        watchValues=extra.pop("watchValues", None),
+        sampled=row.sampled,
+    )
+    out.update(extra)
+    shown = _present(out)
+    if plan is not None:
+        _typed(shown, plan, kind, args, row.retval, followed if isinstance(followed, dict) else {})
+    return shown
+
+
+def _present(out: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _typed(
+    out: dict[str, Any], plan: RegisterPlan, kind: EventKind, args: bytes | str | None, retval: Any,
+    followed: dict[str, Any],
+) -> None:
+    """Arguments and return value through the function's register plan: values in parameter order with
+    their names and DWARF types; the return value by its type (none for void; a null pointer shows as null).
+    Pointers the agent followed at call time (daemon/follow.py) show what they pointed to instead."""
+    if kind is EventKind.FUNCTION_ENTER and (args is None or isinstance(args, bytes)):
+        if plan.names:
+            arguments = plan.arguments(words_of(args))
+            for key, value in followed.items():
+                if key.isdigit() and int(key) < len(arguments):
+                    arguments[int(key)] = value
+            out.update(arguments=arguments, argumentNames=plan.names, argumentTypes=plan.types)
+        else:
+            out.pop("arguments", None)
+    elif kind is EventKind.FUNCTION_EXIT and (retval is None or isinstance(retval, int)):
+        out.pop("returnValue", None)
+        if plan.returns_value and retval is not None:
+            out["returnValue"] = followed.get("r", plan.return_value(retval))

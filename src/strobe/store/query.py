@@ -1,8 +1,9 @@
-"""Timeline queries: a typed filter in, one page of events out, read in one transaction so the page and
-totalCount agree. Name filters run against the small `functions`/`threads` tables and come back as key sets;
-how a filter is counted and paged is store/query_plan.py. The page: ids first, through a covering walk of
-(session, ts) in order, or by sorting the matches of a selective index when there are few enough (a cost
-estimate from the counts); then only the page's rows are read.
+"""Timeline queries: a typed filter in, one page of event rows (`EventRow`: the stored columns, typed) out,
+read in one transaction so the page and totalCount agree. Name filters run against the small
+`functions`/`threads` tables and come back as key sets; how a filter is counted and paged is
+store/query_plan.py. The page: ids first, through a covering walk of (session, ts) in order, or by sorting the
+matches of a selective index when there are few enough (a cost estimate from the counts); then only the
+page's rows are read. What the client sees of a row is shaped in mcp/wire.py.
 """
 
 from __future__ import annotations
@@ -16,26 +17,43 @@ from typing import Any
 from strobe.store import counts
 from strobe.store.filters import UNSET, EventFilter, TextMatch, TimeBound, parse_time
 from strobe.store.query_plan import _compile, _count, _postings_matches, _return_classes, canonical_json
-from strobe.store.registers import (
-    RegisterPlan,
-    decode_retval,
-    parse_plan,
-    raw_arguments,
-    raw_return_type,
-    register_value,
-    words_of,
-)
+from strobe.store.registers import RegisterPlan, parse_plan
 from strobe.store.schema import EventKind
 
 __all__ = [
-    "UNSET", "EventFilter", "QueryPage", "TextMatch", "TimeBound", "_compile", "_return_classes", "canonical_json",
-    "install_functions", "parse_time", "query_events",
+    "UNSET", "EventFilter", "EventRow", "QueryPage", "TextMatch", "TimeBound", "_compile", "_return_classes",
+    "canonical_json", "install_functions", "parse_time", "query_events",
 ]
 
 
 @dataclass(frozen=True)
+class EventRow:
+    """One stored event as read: its columns, its function's and thread's names, and the function's parsed
+    register plan (store/registers.py). Rendering it for a client is mcp/wire.py's job."""
+
+    id: int
+    ts: int
+    kind: EventKind
+    pid: int | None
+    tid: int | None
+    parent: int | None  # the id of the enclosing call's enter event
+    duration: int | None
+    retval: int | float | str | None  # a raw register (native), or text (JSON for structured values)
+    sampled: bool | None
+    text: str | None  # an output line
+    args: bytes | str | None  # raw argument registers (native), or JSON text (arguments, snapshot values)
+    extra: dict[str, Any] | None  # crash details, watch values, followed pointers
+    function: str | None
+    function_raw: str | None
+    source_file: str | None
+    line: int | None
+    thread_name: str | None
+    plan: RegisterPlan | None
+
+
+@dataclass(frozen=True)
 class QueryPage:
-    events: list[dict[str, Any]]
+    events: list[EventRow]
     total_count: int
     has_more: bool
     pids: list[int] = field(default_factory=list)
@@ -81,12 +99,14 @@ def query_events(
     verbose: bool,
 ) -> QueryPage:
     """One page of a session's matching events, oldest first (ts, then id), and how many match in all.
-    The count and the page are read in one transaction, so they agree even while the writer commits."""
+    The count and the page are read in one transaction, so they agree even while the writer commits.
+    `session_id` and `verbose` are not used here (mcp/wire.py renders the rows); they remain for the caller,
+    daemon/sessions.py, until it drops them."""
     own_transaction = not conn.in_transaction
     if own_transaction:
         conn.execute("BEGIN")
     try:
-        page = _query(conn, session, session_id, flt, limit=limit, offset=offset, verbose=verbose)
+        page = _query(conn, session, flt, limit=limit, offset=offset)
     except BaseException:
         if own_transaction and conn.in_transaction:
             conn.execute("ROLLBACK")
@@ -96,10 +116,7 @@ def query_events(
     return page
 
 
-def _query(
-    conn: sqlite3.Connection, session: int, session_id: str, flt: EventFilter, *, limit: int, offset: int,
-    verbose: bool,
-) -> QueryPage:
+def _query(conn: sqlite3.Connection, session: int, flt: EventFilter, *, limit: int, offset: int) -> QueryPage:
     exact_counts = counts.maintained(conn)
     plan = _compile(conn, session, flt)
     rows: list[tuple[Any, ...]] = []
@@ -116,7 +133,7 @@ def _query(
             index = "events_by_kind" if plan.kind_index and exact_counts else "events_by_time"
             rows = conn.execute(_SELECT.format(index=index, where=plan.where), [*plan.params, limit, offset]).fetchall()
     plans: dict[str, RegisterPlan | None] = {}
-    events = [_to_wire(row, session_id, verbose, plans) for row in rows]
+    events = [_row(row, plans) for row in rows]
     pids = [int(r[0]) for r in conn.execute("SELECT pid FROM processes WHERE session = ? ORDER BY pid", (session,))]
     return QueryPage(events, total, offset + len(events) < total, pids if len(pids) > 1 else [])
 
@@ -125,8 +142,21 @@ def _json(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
-_KINDS = {int(k): (k.wire_name, k in (EventKind.FUNCTION_ENTER, EventKind.FUNCTION_EXIT),
-                  k is EventKind.FUNCTION_EXIT) for k in EventKind}
+_KIND_OF = {int(k): k for k in EventKind}
+
+
+def _row(row: tuple[Any, ...], plans: dict[str, RegisterPlan | None]) -> EventRow:
+    (eid, ts, kind, pid, tid, parent, duration, retval, sampled, text, args, extra,
+     fname, fraw, ffile, fline, tname, fsignature) = row
+    fields = _json(extra)
+    return EventRow(
+        id=eid, ts=ts, kind=_KIND_OF.get(kind) or EventKind(kind),  # raises on a kind this version does not know
+        pid=pid, tid=tid, parent=parent, duration=duration, retval=retval,
+        sampled=None if sampled is None else bool(sampled), text=text, args=args,
+        extra=fields if isinstance(fields, dict) else None,
+        function=fname, function_raw=fraw, source_file=ffile, line=fline, thread_name=tname,
+        plan=_plan(fsignature, plans),
+    )
 
 
 def _plan(text: str | None, plans: dict[str, RegisterPlan | None]) -> RegisterPlan | None:
@@ -136,79 +166,3 @@ def _plan(text: str | None, plans: dict[str, RegisterPlan | None]) -> RegisterPl
     if text not in plans:
         plans[text] = parse_plan(text)
     return plans[text]
-
-
-def _to_wire(
-    row: tuple[Any, ...], session_id: str, verbose: bool, plans: dict[str, RegisterPlan | None]
-) -> dict[str, Any]:
-    (eid, ts, kind, pid, tid, parent, duration, retval, sampled, text, args, extra,
-     fname, fraw, ffile, fline, tname, fsignature) = row
-    info = _KINDS.get(kind)
-    if info is None:
-        info = _KINDS[int(EventKind(kind))]  # raises on a kind this version does not know
-    wire_name, is_function, is_exit = info
-    event: dict[str, Any] = {"id": f"{session_id}-{eid}", "eventType": wire_name, "timestampNs": ts}
-    plan = _plan(fsignature, plans) if is_function else None
-    if is_function:
-        if fname is not None:
-            event["function"] = fname
-        if ffile is not None:
-            event["sourceFile"] = ffile
-        if fline is not None:
-            event["line"] = fline
-        if duration is not None:
-            event["durationNs"] = duration
-        if is_exit:
-            event["returnType"] = plan.return_type if plan is not None else raw_return_type(decode_retval(retval))
-    if text is not None:
-        event["text"] = text
-    if kind == EventKind.CRASH:  # the point of a crash event: every detail, verbose or not
-        event.update(pid=pid, threadId=tid, threadName=tname)
-        event.update(_json(extra) or {})
-        return {k: v for k, v in event.items() if v is not None}
-    if kind == EventKind.VARIABLE_SNAPSHOT:
-        event["values"] = _json(args)  # the point of a snapshot: shown without verbose too
-        if not verbose:
-            return event
-        args = None
-    if not verbose:
-        return event
-    extra_fields = _json(extra) or {}
-    followed = extra_fields.pop("followed", None)
-    event.update(
-        functionRaw=fraw,
-        threadId=tid,
-        threadName=tname,
-        pid=pid,
-        parentEventId=None if parent is None else f"{session_id}-{parent}",
-        arguments=raw_arguments(args),
-        returnValue=register_value(retval) if isinstance(retval, int) else decode_retval(retval),
-        watchValues=extra_fields.pop("watchValues", None),
-        sampled=None if sampled is None else bool(sampled),
-    )
-    event.update(extra_fields)
-    shown = {k: v for k, v in event.items() if v is not None}
-    if plan is not None:
-        _typed(shown, plan, kind, args, retval, followed if isinstance(followed, dict) else {})
-    return shown
-
-
-def _typed(
-    event: dict[str, Any], plan: RegisterPlan, kind: int, args: Any, retval: Any, followed: dict[str, Any]
-) -> None:
-    """Arguments and return value through the function's register plan: values in parameter order with
-    their names and DWARF types; the return value by its type (none for void; a null pointer shows as null).
-    Pointers the agent followed at call time (daemon/follow.py) show what they pointed to instead."""
-    if kind == EventKind.FUNCTION_ENTER and (args is None or isinstance(args, bytes)):
-        if plan.names:
-            arguments = plan.arguments(words_of(args))
-            for key, value in followed.items():
-                if key.isdigit() and int(key) < len(arguments):
-                    arguments[int(key)] = value
-            event.update(arguments=arguments, argumentNames=plan.names, argumentTypes=plan.types)
-        else:
-            event.pop("arguments", None)
-    elif kind == EventKind.FUNCTION_EXIT and (retval is None or isinstance(retval, int)):
-        event.pop("returnValue", None)
-        if plan.returns_value and retval is not None:
-            event["returnValue"] = followed.get("r", plan.return_value(retval))

@@ -1,4 +1,5 @@
-"""The wire form of events: summary and verbose, per kind."""
+"""The JSON of debug_query's events (mcp/wire.py), from the rows the store reads: summary and verbose, per
+kind."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.mcp.wire_pages import query_wire
 from tests.store.query_dataset import (
     EXIT,
     MAIN_EVENTS,
@@ -19,12 +21,7 @@ from tests.store.query_dataset import (
 )
 
 from strobe.store import sessions as store_sessions
-from strobe.store.query import (
-    EventFilter,
-    install_functions,
-    parse_time,
-    query_events,
-)
+from strobe.store.query import EventFilter, install_functions, parse_time
 from strobe.store.schema import EVENT_COLUMNS, connect
 from strobe.store.writer import Writer
 
@@ -197,7 +194,7 @@ def test_text_return_value_that_is_not_json(tmp_path: Path) -> None:
     conn = connect(db, readonly=True)
     install_functions(conn)
     try:
-        page = query_events(conn, record.key, record.id, EventFilter(), limit=10, offset=0, verbose=True)
+        page = query_wire(conn, record.key, record.id, EventFilter(), limit=10, offset=0, verbose=True)
     finally:
         conn.close()
     assert page.events[0]["returnType"] == "string"
