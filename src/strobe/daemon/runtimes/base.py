@@ -66,7 +66,8 @@ class AgentHandle(Protocol):
 
 
 class ValueRenderer(Protocol):
-    """How a runtime's captured values show in an event (verbose debug_query)."""
+    """How a runtime's captured values show in an event whose function has no register plan (mcp/wire.py:
+    arguments and return value in verbose debug_query, the return type always)."""
 
     def arguments(self, args: Any) -> Any:
         """Arguments as stored, without type information (native: the raw argument registers)."""
