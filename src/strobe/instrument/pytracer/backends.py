@@ -176,6 +176,8 @@ class Settrace:
                 return None
 
         def local(frame: "FrameType", event: str, arg: "Any") -> object:
+            if not on[0]:
+                return None
             try:
                 code = frame.f_code
                 if event == "exception":

@@ -19,6 +19,7 @@ targets get per-code local events. 3.11 uses sys.settrace + threading.settrace.
 
 import _thread
 import atexit
+import gc
 import itertools
 import os
 import select
@@ -38,7 +39,7 @@ if TYPE_CHECKING:  # in the target these names come from the modules executed ju
 
 ENTER, RETURN, UNWIND, CRASH = 1, 2, 3, 9
 _GENERATOR_LIKE = 0x20 | 0x80 | 0x100 | 0x200  # CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE, CO_ASYNC_GENERATOR
-_VARARGS, _VARKEYWORDS = 0x04, 0x08
+_VARARGS, _VARKEYWORDS, _ASYNC_GENERATOR = 0x04, 0x08, 0x200
 _TRACEBACK_FRAMES, _FRAME_LOCALS = 50, 30
 _COMMANDS = ("targets", "depth", "watches", "eval", "flush", "stop")
 _now = time.monotonic_ns
@@ -50,6 +51,16 @@ def _thread_name(ident: int, tid: int) -> str:
     thread = getattr(threading, "_active", {}).get(ident)  # never threading.current_thread(): it creates dummies
     name = instance_attr(thread, "_name") if thread is not None else None
     return name if type(name) is str else f"thread-{tid}"
+
+
+def _unwrap_async_yield(value: object) -> object:
+    """An async generator's `yield v` reaches the hooks wrapped in a C object with no Python accessor; its
+    tp_traverse visits exactly the wrapped value."""
+    if tname(type(value)) == "async_generator_wrapped_value":
+        inner = gc.get_referents(value)
+        if len(inner) == 1:
+            return inner[0]
+    return value
 
 
 def _depth(value: object) -> int:
@@ -203,6 +214,8 @@ class Tracer:
             return False
         opened = stack[at]
         del stack[at:]  # also closes calls whose end was not seen (a target removed while they ran)
+        if key == "yielded" and code.co_flags & _ASYNC_GENERATOR:
+            value = _unwrap_async_yield(value)
         if key != "exception":
             value = self._render(value)
         elif value is None:
