@@ -13,6 +13,7 @@ from tests.instrument.pytracer.runner import (
     assert_clean,
     driven,
     interpreters,
+    poll,
     run_program,
     targets,
 )
@@ -96,3 +97,22 @@ def test_a_forked_child_gets_its_own_helper_pid_and_tid(python: str, tmp_path: P
     child_threads = [t for b in run.batches() if b["pid"] == child for t in b["threads"]]
     assert child_threads == [[child, "MainThread"]]
     assert not [e for b in run.batches() for e in b["errors"]]
+
+
+def test_the_helper_flushes_on_its_period_and_at_4096_events(python: str, tmp_path: Path) -> None:
+    burst = PROGRAMS / "burst.py"
+    with driven(python, burst, tmp_path / "period", {"targets": targets(burst, "tick")}) as session:
+        session.wait_line("one")  # the program is blocked: only the helper's 10 ms period can send the call
+        poll(lambda: len(session.run.events()) == 2, "the periodic flush")
+        session.go()
+        session.wait_line("burst")
+        session.go()
+    with driven(python, burst, tmp_path / "threshold",
+                {"targets": targets(burst, "tick"), "flush_interval": 3600.0}) as session:
+        session.wait_line("one")
+        session.go()
+        session.wait_line("burst")  # no period now: 4202 events buffered, the 4096th woke the helper
+        poll(lambda: len(session.run.events()) >= 4096, "the flush at 4096 events")
+        assert max(len(b["events"]) for b in session.run.batches()) <= 4096
+        session.go()
+    assert len(session.run.events()) == 2 + 2 * 2100

@@ -4,6 +4,7 @@ Executed in the target after outbox.py, in the same private module. A backend ca
 `enter`, `leave` and `open_call`; it never lets an exception reach the program (failures go to `out.error`).
 """
 
+import _thread
 import sys
 import threading
 
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from .tracer import Tracer
 
 _RETURN_VALUE_311, _YIELD_VALUE_311, _RESUME_311 = 83, 86, 151  # 3.11's opcodes; only the 3.11 backend reads them
-_ident = threading.get_ident
+_get_ident = _thread.get_ident  # (the modules share one namespace: no name twice)
 
 
 class Monitoring:
@@ -85,7 +86,7 @@ class Monitoring:
                 self.mon.set_local_events(self.tool, code, self.local)
             if not entry.active:
                 return self.mon.DISABLE
-            if _ident() not in t.quiet:
+            if _get_ident() not in t.quiet:
                 t.enter(entry, sys._getframe(1), False)
         except Exception as exc:
             t.out.error("py_start", exc)
@@ -104,7 +105,7 @@ class Monitoring:
             entry = t.live.get(id(code))
             if entry is None or not entry.active:
                 return self.mon.DISABLE if local else None
-            if _ident() not in t.quiet:
+            if _get_ident() not in t.quiet:
                 t.enter(entry, None, True)
         except Exception as exc:
             t.out.error(where, exc)
@@ -162,7 +163,7 @@ class Settrace:
                 return None
             try:
                 entry = live.get(id(code)) or t.discover(code)
-                if entry is None or not entry.active or _ident() in quiet:
+                if entry is None or not entry.active or _get_ident() in quiet:
                     return None
                 frame.f_trace_lines = False
                 resumed = False

@@ -173,7 +173,10 @@ class Outbox:
         self.close(old)
 
     def close(self, fds: tuple[int, int] | None = None) -> None:
-        for fd in fds or (self.wake_r, self.wake_w):
+        """Close the wake pipe (or the given old one); a late wake() then fails instead of writing to a reused fd."""
+        if fds is None:
+            fds, self.wake_r, self.wake_w = (self.wake_r, self.wake_w), -1, -1
+        for fd in fds:
             try:  # noqa: SIM105
                 os.close(fd)
             except OSError:

@@ -63,6 +63,16 @@ def _unwrap_async_yield(value: object) -> object:
     return value
 
 
+def _absolute(filename: str) -> str:
+    """A relative co_filename made absolute against the current directory (as it was at import, usually)."""
+    if filename.startswith("/"):
+        return filename
+    try:
+        return os.path.abspath(filename)
+    except OSError:  # the current directory is gone
+        return filename
+
+
 def _depth(value: object) -> int:
     if type(value) is not int or not 0 <= value <= 10:
         raise ValueError(f"depth must be an integer from 0 to 10, not {str(value)[:40]}")
@@ -153,7 +163,7 @@ class Tracer:
             return
         try:
             self._reading = False
-            self.quiet = set()
+            self.quiet.clear()  # changed in place: the 3.11 backend's functions hold this set
             self.out.after_fork()
             state = getattr(self._local, "state", None)
             if state is not None:  # the forking thread: same open calls, a new native id
@@ -244,7 +254,7 @@ class Tracer:
 
     def _match(self, code: "CodeType") -> int | None:
         for file, line, fid in self.by_name.get(code.co_qualname, ()):
-            if line == code.co_firstlineno and file in (code.co_filename, os.path.abspath(code.co_filename)):
+            if line == code.co_firstlineno and (file == code.co_filename or file == _absolute(code.co_filename)):
                 return fid
         return None
 
