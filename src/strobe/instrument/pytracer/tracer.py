@@ -1,7 +1,7 @@
 """Strobe's tracer inside a traced CPython 3.11-3.13 process: it records the calls of the host's target functions.
 
-The host never imports this file: it executes `reprs.py` then this text in one fresh private module
-`_strobe_tracer` (see `strobe.instrument.pytracer.source()`), then calls
+The host never imports this file: it executes reprs.py, outbox.py, backends.py and then this text in one fresh
+private module `_strobe_tracer` (`strobe.instrument.pytracer.source()` gives them in order), then calls
 
     tracer = install(sink, control_fd, {"targets": [{"id": 7, "file": "/abs/app.py", "line": 12,
                                                      "qualname": "Cart.total"}], "depth": 3})
@@ -110,7 +110,7 @@ class Tracer:
         self._emit = self.out.emit
         self._control_fd, self._reading = control_fd, control_fd is not None
         self._interval = float(config.get("flush_interval", 0.01))  # type: ignore[arg-type]
-        self._render = Renderer(_depth(config.get("depth", 3))).render
+        self._render = Renderer(3).render  # config["depth"] is applied as a command by _install
         self._seq = itertools.count(1)
         self._local = _thread._local()
         self.by_name: dict[str, list[tuple[str, int, int]]] = {}  # qualname -> (file, line, fid); changed in place
@@ -401,18 +401,27 @@ class Tracer:
                 values.append([expr, self._render(read_chain(parse_chain(expr)))])
             except ChainError as exc:
                 values.append([expr, {"error": str(exc)}])
+            except Exception as exc:
+                values.append([expr, {"error": "unreadable: " + tname(type(exc))}])
         return values
 
     # ---- uncaught exceptions ----
 
     def _sys_excepthook(self, kind: type[BaseException], exc: BaseException, tb: "TracebackType | None") -> None:
-        self._crash(exc, tb, _thread_name(_ident(), _native_id()))
-        self._sys_prev(kind, exc, tb)
+        try:
+            self._crash(exc, tb, _thread_name(_ident(), _native_id()))
+        except Exception as error:
+            self.out.error("excepthook", error)
+        self._sys_prev(kind, exc, tb)  # the hook that was there before ours, always
 
     def _thread_excepthook(self, args: "threading.ExceptHookArgs") -> None:
-        if args.exc_type is not SystemExit and args.exc_value is not None:
-            name = instance_attr(args.thread, "_name") if args.thread is not None else None
-            self._crash(args.exc_value, args.exc_traceback, name if type(name) is str else f"thread-{_native_id()}")
+        try:
+            if args.exc_type is not SystemExit and args.exc_value is not None:
+                name = instance_attr(args.thread, "_name") if args.thread is not None else None
+                self._crash(args.exc_value, args.exc_traceback,
+                            name if type(name) is str else f"thread-{_native_id()}")
+        except Exception as error:
+            self.out.error("excepthook", error)
         self._thread_prev(args)
 
     def _crash(self, exc: BaseException, tb: "TracebackType | None", thread: str) -> None:
