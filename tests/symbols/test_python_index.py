@@ -282,6 +282,12 @@ def test_an_unchanged_tree_is_not_parsed_again(tmp_path: Path) -> None:
     assert cache.parses == 2_002 + 2_001  # another target version: other qualnames, parsed again
 
 
+def test_a_missing_root_is_a_warning() -> None:
+    index = index_tree("/nonexistent/project", cache=SourceCache())
+    [warning] = index.warnings
+    assert len(index) == 0 and "could not be listed" in warning and "/nonexistent/project" in warning
+
+
 def test_cache_drops_the_oldest_files(tmp_path: Path) -> None:
     for i in range(5):
         write(tmp_path / f"m{i}.py")

@@ -414,5 +414,6 @@ def index_tree(
             "Point projectRoot at the application's own directory."
         )
     if sources.unreadable:
-        warnings.append(f"{len(sources.unreadable)} path(s) could not be read: {', '.join(sources.unreadable[:3])}")
+        shown = ", ".join(sources.unreadable[:3]) + (", …" if len(sources.unreadable) > 3 else "")
+        warnings.append(f"{len(sources.unreadable)} path(s) could not be listed (missing, or no permission): {shown}")
     return PythonIndex(tuple(functions), tuple(warnings), len(sources.files), sources.skipped)
