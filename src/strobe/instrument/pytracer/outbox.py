@@ -2,7 +2,9 @@
 
 Executed in the target after reprs.py, in the same private module. Producers (every traced thread) take no
 lock: `list.append`, `l[:n]` and `del l[:n]` are each atomic under the GIL, so a flush takes the first n events
-and removes exactly those while other threads keep appending. A batch is one UTF-8 JSON object:
+and removes exactly those while other threads keep appending. Each event is encoded to JSON when it is recorded
+(~0.8 us, about what encoding it in a batch costs): buffered events are strings the cyclic GC never scans, and a
+flush holds the GIL only to join them. A batch is one UTF-8 JSON object:
 
     {"v": 1, "pid": 4242, "threads": [[4242, "MainThread"]], "events": [[1, 7, ts, 4242, 1, -1, {...}]],
      "dropped": 0, "errors": [{"where": "py_start", "error": "KeyError: 'x'", "count": 2}]}
@@ -65,7 +67,7 @@ class Outbox:
     def __init__(self, sink: "Callable[[bytes], object]", cap: int, flush_at: int) -> None:
         self.sink, self.cap, self.flush_at = sink, cap, flush_at
         self.dumps, self.loads = json_codec()
-        self.events: list[list[object]] = []
+        self.events: list[str] = []  # each event already JSON
         self.threads: list[list[object]] = []  # [tid, name] not sent yet
         self._reset()
 
@@ -87,14 +89,14 @@ class Outbox:
             with self._small:
                 self.dropped += 1
             return
-        events.append(event)
+        events.append(self.dumps(event))  # a str: buffered events are no work for the cyclic GC
         if size + 1 >= self.flush_at and not self.woke:
             self.woke = True
             self.wake()
 
     def urgent(self, event: list[object]) -> None:
         """An event that is never dropped (an uncaught exception)."""
-        self.events.append(event)
+        self.events.append(self.dumps(event))
 
     def wake(self) -> None:
         try:  # noqa: SIM105 (contextlib is not imported into the target)
@@ -144,8 +146,9 @@ class Outbox:
                 batch = events[:count]
                 del events[:count]
                 left -= count
-                self._send({"v": 1, "pid": self.pid, "threads": new_threads, "events": batch, "dropped": dropped,
-                            "errors": errors})
+                head = self.dumps({"v": 1, "pid": self.pid, "threads": new_threads, "dropped": dropped,
+                                   "errors": errors})
+                self._send_text(head[:-1] + ',"events":[' + ",".join(batch) + "]}")
                 self._sent_dropped = dropped
                 if left <= 0:
                     break
@@ -160,8 +163,11 @@ class Outbox:
                 self._send({"v": 1, "pid": self.pid, "reply": rid, **fields})
 
     def _send(self, message: dict[str, object]) -> None:
+        self._send_text(self.dumps(message))
+
+    def _send_text(self, text: str) -> None:
         try:
-            self.sink(self.dumps(message).encode())
+            self.sink(text.encode())
         except Exception as exc:
             self.error("sink", exc)
 
