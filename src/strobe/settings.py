@@ -1,7 +1,8 @@
 """Settings: built-in defaults < $STROBE_HOME/settings.json < <projectRoot>/.strobe/settings.json.
 
-Read afresh on every tool call. A bad file or value never fails a call: it falls back to the default and
-the caller gets a warning naming the file, the key and the accepted range.
+Every caller resolves them through one SettingsSource (the session manager's), afresh on every tool call.
+A bad file or value never fails a call: it falls back to the default and the caller gets a warning naming
+the file, the key and the accepted range.
 """
 
 from __future__ import annotations
@@ -119,3 +120,14 @@ def load_settings(paths: StrobePaths, project_root: str | Path | None = None) ->
     if project_root is not None:
         _read_layer(Path(project_root) / ".strobe" / "settings.json", values, warnings)
     return Settings(values, tuple(warnings))
+
+
+class SettingsSource:
+    """The one place settings are resolved: the daemon's tool handlers, sessions and idle timer ask it."""
+
+    def __init__(self, paths: StrobePaths) -> None:
+        self._paths = paths
+
+    def for_project(self, project_root: str | Path | None = None) -> Settings:
+        """The settings in force for a project (None: the global file and defaults only)."""
+        return load_settings(self._paths, project_root)

@@ -81,10 +81,10 @@ def test_polls_count_samples_and_end_states() -> None:
     assert polls.on_snapshot(snap, b"\x01\x02") == {"0x10": 0x0201}
     assert polls.on_snapshot(snap.model_copy(update={"pollId": 99}), b"") is None
     polls.on_complete(PollComplete(type="poll_complete", pollId=poll.poll_id, sampleCount=1))
-    assert polls.describe()[0]["state"] == "complete" and polls.describe()[0]["samples"] == 1
+    assert polls.states()[0].state == "complete" and polls.states()[0].samples == 1
     second = polls.add([target], 50, 100)
     polls.process_gone()
-    assert [p["state"] for p in polls.describe()] == ["complete", "process_exited"]
+    assert [p.state for p in polls.states()] == ["complete", "process_exited"]
     assert second.samples == 0 and polls.running() == 0
 
 

@@ -243,12 +243,22 @@ class Poll:
     samples: int = 0
     state: str = "running"  # running | complete | process_exited
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "pollId": self.poll_id, "targets": [t.label for t in self.targets], "intervalMs": self.interval_ms,
-            "durationMs": self.duration_ms, "expectedSamples": self.expected, "samples": self.samples,
-            "state": self.state,
-        }
+    def snapshot(self) -> PollState:
+        return PollState(self.poll_id, tuple(t.label for t in self.targets), self.interval_ms, self.duration_ms,
+                         self.expected, self.samples, self.state)
+
+
+@dataclass(frozen=True)
+class PollState:
+    """A poll as debug_query reports it (mcp/wire.py shapes it)."""
+
+    poll_id: int
+    targets: tuple[str, ...]  # labels
+    interval_ms: int
+    duration_ms: int
+    expected: int
+    samples: int
+    state: str
 
 
 @dataclass
@@ -295,9 +305,9 @@ class SessionPolls:
                 if poll.state == "running":
                     poll.state = "process_exited"
 
-    def describe(self) -> list[dict[str, Any]]:
+    def states(self) -> list[PollState]:
         with self._lock:
-            return [p.describe() for p in self.polls.values()]
+            return [p.snapshot() for p in self.polls.values()]
 
 
 def snapshot_row(session: int, pid: int, ts_ns: int, values: dict[str, Any]) -> tuple[Any, ...]:

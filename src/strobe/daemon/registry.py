@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from strobe.daemon.live import LiveSession
+from strobe.daemon.memory import PollState
 from strobe.daemon.services import Services
 from strobe.errors import ProcessExited, SessionNotFound
 from strobe.store import sessions as store_sessions
@@ -15,7 +14,7 @@ class LiveSessions:
     def __init__(self, services: Services) -> None:
         self._services = services
         self._live: dict[str, LiveSession] = {}
-        self._ended_polls: dict[str, list[dict[str, Any]]] = {}
+        self._ended_polls: dict[str, list[PollState]] = {}
 
     def add(self, live: LiveSession) -> None:
         self._live[live.record.id] = live
@@ -24,7 +23,7 @@ class LiveSessions:
         self._live.pop(live.record.id, None)
         live.polls.process_gone()
         if live.polls.polls:
-            self._ended_polls[live.record.id] = live.polls.describe()
+            self._ended_polls[live.record.id] = live.polls.states()
 
     def get(self, session_id: str) -> LiveSession | None:
         return self._live.get(session_id)
@@ -41,10 +40,10 @@ class LiveSessions:
     def __contains__(self, session_id: str) -> bool:
         return session_id in self._live
 
-    def polls(self, session_id: str) -> list[dict[str, Any]]:
+    def polls(self, session_id: str) -> list[PollState]:
         """The state of each poll of a session (a running one's, or as it was when its process ended)."""
         live = self._live.get(session_id)
-        return live.polls.describe() if live is not None else self._ended_polls.get(session_id, [])
+        return live.polls.states() if live is not None else self._ended_polls.get(session_id, [])
 
     def forget_polls(self, session_id: str) -> None:
         self._ended_polls.pop(session_id, None)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from strobe.paths import StrobePaths
-from strobe.settings import load_settings
+from strobe.settings import SettingsSource
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +141,7 @@ class DaemonServer:
                 log.warning("%s was removed or replaced: nobody can reach this daemon; shutting down",
                             self.paths.socket)
                 return
-            timeout_s = load_settings(self.paths).idle_timeout_ms / 1000
+            timeout_s = SettingsSource(self.paths).for_project().idle_timeout_ms / 1000
             idle = self.idle.idle_for()
             if idle >= timeout_s:
                 log.info("idle for %.1fs (limit %.1fs): shutting down", idle, timeout_s)

@@ -30,7 +30,7 @@ from strobe.daemon.ingest import IngestWorker
 from strobe.daemon.launching import Launching
 from strobe.daemon.lifecycle import STOP_TIMEOUT_S, Lifecycle, now_ms
 from strobe.daemon.live import LiveSession
-from strobe.daemon.memory import PreparedRead, prepare_raw, raw_size
+from strobe.daemon.memory import PollState, PreparedRead, prepare_raw, raw_size
 from strobe.daemon.reads import SessionReads
 from strobe.daemon.registry import LiveSessions
 from strobe.daemon.services import Services
@@ -44,7 +44,7 @@ from strobe.instrument.launcher import Launcher
 from strobe.instrument.protocol import CrashReport
 from strobe.instrument.worker import FridaWorker
 from strobe.paths import StrobePaths
-from strobe.settings import Settings, load_settings
+from strobe.settings import Settings, SettingsSource
 from strobe.store import sessions as store_sessions
 from strobe.store.query import EventFilter, QueryPage, query_events
 from strobe.store.reader import Reader
@@ -103,6 +103,7 @@ class SessionManager:
     def __init__(self, services: Services) -> None:
         self.services = services
         self.paths = services.paths
+        self.settings = SettingsSource(services.paths)
         self.pending_patterns: list[str] = []
         self.sessions = LiveSessions(services)
         self.hooking = Hooking(services)
@@ -168,7 +169,7 @@ class SessionManager:
 
     async def _attach_test(self, pid: int, program: str, project_root: str, patterns: list[str],
                            watches: Sequence[WatchSpec]) -> str:
-        settings = load_settings(self.paths, project_root)
+        settings = self.settings.for_project(project_root)
         live = await self.launching.attach_gated(pid, program, project_root, patterns, settings)
         live.pending_watches = list(watches)
         return live.record.id
@@ -358,7 +359,7 @@ class SessionManager:
         live = self.sessions.get(session_id)
         return live.sampled_function_names() if live is not None else []
 
-    def polls(self, session_id: str) -> list[dict[str, Any]]:
+    def polls(self, session_id: str) -> list[PollState]:
         return self.sessions.polls(session_id)
 
     def is_running(self, session_id: str) -> bool:

@@ -7,7 +7,6 @@ from typing import Any
 from strobe.mcp import wire
 from strobe.mcp.models import QueryRequest
 from strobe.mcp.registry import Tool, ToolContext
-from strobe.settings import load_settings
 from strobe.store.query import UNSET, EventFilter, TextMatch, parse_time
 from strobe.store.schema import EventKind
 
@@ -35,7 +34,7 @@ async def query(ctx: ToolContext, req: QueryRequest) -> dict[str, Any]:
     manager = ctx.manager
     await manager.catch_up(req.sessionId)  # everything recorded before this call, and its loss counters
     record = await manager.get_record(req.sessionId)
-    settings = load_settings(ctx.paths, record.project_root)
+    settings = ctx.settings.for_project(record.project_root)
     page = await manager.query(
         record, to_filter(req), limit=req.limit, offset=req.offset, verbose=req.verbose
     )
@@ -73,7 +72,7 @@ async def query(ctx: ToolContext, req: QueryRequest) -> dict[str, Any]:
         result["warnings"] = warnings
     polls = manager.polls(record.id)
     if polls:
-        result["polls"] = polls
+        result["polls"] = [wire.poll(p) for p in polls]
     if page.has_more:
         result["hint"] = f"More events: repeat with offset {req.offset + len(page.events)}."
     return result

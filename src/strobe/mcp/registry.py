@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from strobe.daemon.sessions import SessionManager
 from strobe.paths import StrobePaths
+from strobe.settings import SettingsSource
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]  # (progress, total, message)
 
@@ -19,6 +20,10 @@ class ToolContext:
     manager: SessionManager
     paths: StrobePaths
     progress: Progress | None = None  # this call's MCP progress notifications (a no-op if the client asked none)
+
+    @property
+    def settings(self) -> SettingsSource:
+        return self.manager.settings
 
 
 Handler = Callable[[ToolContext, Any], Awaitable[dict[str, Any]]]

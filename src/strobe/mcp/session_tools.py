@@ -8,11 +8,10 @@ from strobe.instrument.command import resolve_command
 from strobe.mcp import wire
 from strobe.mcp.models import DeleteSessionRequest, LaunchRequest, ListSessionsRequest, StopRequest
 from strobe.mcp.registry import Tool, ToolContext
-from strobe.settings import load_settings
 
 
 async def launch(ctx: ToolContext, req: LaunchRequest) -> dict[str, Any]:
-    settings = load_settings(ctx.paths, req.projectRoot)
+    settings = ctx.settings.for_project(req.projectRoot)
     command = resolve_command(req.command, req.args, req.cwd, req.projectRoot)
     pending = len(ctx.manager.pending_patterns)
     launched = await ctx.manager.launch(command, req.projectRoot, req.env, settings)

@@ -7,7 +7,6 @@ from typing import Any
 from strobe.mcp.models import TestRequest, TestStatusRequest
 from strobe.mcp.registry import Tool, ToolContext
 from strobe.mcp.trace_tools import watch_specs
-from strobe.settings import load_settings
 
 STATUS_WAIT_S = 15.0
 
@@ -17,7 +16,7 @@ async def run_tests(ctx: ToolContext, req: TestRequest) -> dict[str, Any]:
     traced = req.tracePatterns is not None or req.watches is not None  # either one: the run is traced
     result = await ctx.manager.tests.run(req.projectRoot, req.framework, req.level, req.test, req.command, req.env,
                                          (req.tracePatterns or []) if traced else None, watches)
-    settings = load_settings(ctx.paths, req.projectRoot)
+    settings = ctx.settings.for_project(req.projectRoot)
     result["nextSteps"] = (
         f"Call debug_test_status({{testRunId: '{result['testRunId']}'}}): it waits up to 15s for the result, "
         f"then reports progress (call it again; about every {settings.test_status_retry_ms / 1000:.0f}s is "

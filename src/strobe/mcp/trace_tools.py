@@ -10,7 +10,6 @@ from strobe.errors import ValidationError
 from strobe.mcp import wire
 from strobe.mcp.models import TraceRequest, WatchChanges
 from strobe.mcp.registry import Tool, ToolContext
-from strobe.settings import load_settings
 
 
 def watch_specs(changes: WatchChanges | None) -> tuple[list[WatchSpec], list[str]]:
@@ -31,7 +30,7 @@ async def trace(ctx: ToolContext, req: TraceRequest) -> dict[str, Any]:
             "(Patterns without a sessionId are staged for the next launch; watches are not.)"
         )
     if req.sessionId is None:
-        settings = load_settings(ctx.paths, req.projectRoot)
+        settings = ctx.settings.for_project(req.projectRoot)
         warnings = await manager.stage_patterns(req.add, req.remove, req.projectRoot)
         return {
             "mode": "pending",
@@ -47,7 +46,7 @@ async def trace(ctx: ToolContext, req: TraceRequest) -> dict[str, Any]:
             ),
         }
     record = await manager.get_record(req.sessionId)
-    settings = load_settings(ctx.paths, record.project_root)
+    settings = ctx.settings.for_project(record.project_root)
     if req.serializationDepth is not None:
         await manager.set_serialization_depth(req.sessionId, req.serializationDepth)
     state = await manager.trace(req.sessionId, req.add, req.remove, settings, watch_add, watch_remove)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from strobe.daemon.memory import PollState
 from strobe.daemon.runtimes import RuntimeKind, values_for
 from strobe.daemon.watches import Watch
 from strobe.store.query import EventRow
@@ -58,6 +59,14 @@ def watch(w: Watch) -> dict[str, object]:
     if w.spec.on is not None:
         out["on"] = list(w.spec.on)
     return out
+
+
+def poll(state: PollState) -> dict[str, object]:
+    return {
+        "pollId": state.poll_id, "targets": list(state.targets), "intervalMs": state.interval_ms,
+        "durationMs": state.duration_ms, "expectedSamples": state.expected, "samples": state.samples,
+        "state": state.state,
+    }
 
 
 def event(row: EventRow, session_id: str, verbose: bool) -> dict[str, Any]:
