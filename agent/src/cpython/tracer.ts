@@ -90,10 +90,6 @@ export class CPythonTracer {
     }
   }
 
-  get installed(): boolean {
-    return this.state === "installed";
-  }
-
   private answer(): { state: PyState; error?: string } {
     return this.reason === "" ? { state: this.state } : { state: this.state, error: this.reason };
   }
