@@ -228,7 +228,7 @@ def run(work_dir: Path, events: int) -> dict[str, dict[str, float]]:
     install_functions(conn)
     try:
         for name, flt in _filters(main["rows"]).items():
-            page = query_events(conn, main["key"], main["id"], flt, limit=PAGE, offset=0, verbose=False)
+            page = query_events(conn, main["key"], flt, limit=PAGE, offset=0)
             expected = _expected(main["rows"], flt)
             if page.total_count != len(expected):
                 raise AssertionError(f"{name}: totalCount {page.total_count}, expected {len(expected)}")
@@ -236,7 +236,7 @@ def run(work_dir: Path, events: int) -> dict[str, dict[str, float]]:
                 raise AssertionError(f"{name}: the first page is not the first {PAGE} matching events")
 
             def once(flt: EventFilter = flt) -> None:
-                query_events(conn, main["key"], main["id"], flt, limit=PAGE, offset=0, verbose=False)
+                query_events(conn, main["key"], flt, limit=PAGE, offset=0)
 
             samples = _timed(once, repeat)
             results[name] = {

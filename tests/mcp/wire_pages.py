@@ -24,6 +24,6 @@ def query_wire(
     verbose: bool,
 ) -> WirePage:
     """query_events, with the page's events rendered by mcp/wire.py."""
-    page = query_events(conn, session, session_id, flt, limit=limit, offset=offset, verbose=verbose)
+    page = query_events(conn, session, flt, limit=limit, offset=offset)
     events = [wire.event(row, session_id, verbose) for row in page.events]
     return WirePage(events, page.total_count, page.has_more, page.pids)

@@ -17,8 +17,8 @@ from strobe.store.sessions import insert_session
 
 
 def row(conn: sqlite3.Connection, data: Data, ts: int) -> EventRow:
-    page = query_events(conn, data.main_key, data.main_id, EventFilter(time_from=parse_time(ts),
-                        time_to=parse_time(ts)), limit=10, offset=0, verbose=True)
+    page = query_events(conn, data.main_key, EventFilter(time_from=parse_time(ts), time_to=parse_time(ts)),
+                        limit=10, offset=0)
     assert len(page.events) == 1
     return page.events[0]
 
@@ -48,7 +48,7 @@ def test_a_query_parses_each_register_plan_once(tmp_path: Path) -> None:
                 (1, EventKind.FUNCTION_ENTER, typed), (2, EventKind.FUNCTION_EXIT, typed),
                 (3, EventKind.FUNCTION_ENTER, plain)]],
         )
-        rows = query_events(conn, session.key, session.id, EventFilter(), limit=10, offset=0, verbose=False).events
+        rows = query_events(conn, session.key, EventFilter(), limit=10, offset=0).events
     finally:
         conn.close()
     assert isinstance(rows[0].plan, RegisterPlan) and rows[0].plan.return_type == "void"

@@ -352,7 +352,7 @@ class SessionManager:
         if live is not None and verbose and live.types is not None:
             await live.types.wait(PLAN_WAIT_S)
         return await self.services.read(
-            lambda c: query_events(c, record.key, record.id, flt, limit=limit, offset=offset, verbose=verbose)
+            lambda c: query_events(c, record.key, flt, limit=limit, offset=offset)
         )
 
     def sampled_functions(self, session_id: str) -> list[str]:

@@ -91,17 +91,14 @@ _SELECT_IDS = _COLUMNS + "FROM events e" + _JOINS + "WHERE e.id IN (SELECT value
 def query_events(
     conn: sqlite3.Connection,
     session: int,
-    session_id: str,
     flt: EventFilter,
     *,
     limit: int,
     offset: int,
-    verbose: bool,
 ) -> QueryPage:
     """One page of a session's matching events, oldest first (ts, then id), and how many match in all.
     The count and the page are read in one transaction, so they agree even while the writer commits.
-    `session_id` and `verbose` are not used here (mcp/wire.py renders the rows); they remain for the caller,
-    daemon/sessions.py, until it drops them."""
+    The rows are typed; mcp/wire.py renders them."""
     own_transaction = not conn.in_transaction
     if own_transaction:
         conn.execute("BEGIN")
