@@ -336,7 +336,8 @@ def test_query_results_show_arguments_through_the_stored_plan(abi: Path, tmp_pat
     conn = connect(tmp_path / "strobe.db")
     try:
         session = insert_session(conn, "abi", str(abi), str(tmp_path), 100, 0)
-        tagged, half = insert_functions(conn, [("by_tagged", None, None, None, 2), ("half", None, None, None, 1)])
+        tagged, half = insert_functions(conn, [("by_tagged", None, None, None, 2, None),
+                                               ("half", None, None, None, 1, None)])
         set_signatures(conn, [(tagged, register_plan(str(abi), address_of(abi, "by_tagged"))),
                               (half, register_plan(str(abi), address_of(abi, "half")))])
         words = struct.pack("<3Q", 1 << 40, GARBAGE | (ord("z") << 16) | 65535, 8)

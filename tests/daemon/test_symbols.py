@@ -22,6 +22,8 @@ LIB_BASE = 0x7F12_3456_0000
 class Scanned:
     """The per-function path: the flat list of every relocated function, each tested with Pattern.matches."""
 
+    dialect = "native"
+
     def __init__(self, functions: Sequence[TraceableFunction]) -> None:
         self.functions = functions
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from strobe.daemon import tracing
-from strobe.daemon.symbols import ModuleSymbols, SessionSymbols, TraceableFunction
-from strobe.daemon.tracing import FunctionSource, merge_patterns, plan_hooks, stability_status
+from strobe.daemon.symbols import FunctionSource, ModuleSymbols, SessionSymbols, TraceableFunction
+from strobe.daemon.tracing import merge_patterns, plan_hooks, stability_status
 from strobe.errors import InvalidPattern
 from strobe.symbols.cache import FunctionTable
 from strobe.symbols.elf import ElfInfo
@@ -59,6 +59,7 @@ class Scanned:
 
     functions: Sequence[TraceableFunction]
     built: list[int] = field(default_factory=list)
+    dialect = "native"
 
     def positions(self, pattern: Pattern) -> list[int]:
         return [i for i, function in enumerate(self.functions) if pattern.matches(function)]
@@ -209,6 +210,8 @@ def test_refusal_counts_across_modules_and_builds_nothing(monkeypatch: pytest.Mo
     assert plan.patterns == ["main"] and any("'**::validate' matches 7 functions" in w for w in plan.warnings)
 
     class Counting:
+        dialect = "native"
+
         def __init__(self, inner: FunctionSource) -> None:
             self.inner, self.built = inner, 0
 

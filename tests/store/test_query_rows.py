@@ -40,7 +40,8 @@ def test_a_query_parses_each_register_plan_once(tmp_path: Path) -> None:
     conn = connect(tmp_path / "strobe.db")
     try:
         session = insert_session(conn, "prog", "/p/prog", "/p", 100, 1_000)
-        typed, plain = insert_functions(conn, [("typed", None, None, None, 0), ("plain", None, None, None, 0)])
+        typed, plain = insert_functions(conn, [("typed", None, None, None, 0, None),
+                                               ("plain", None, None, None, 0, None)])
         set_signatures(conn, [(typed, json.dumps({"params": [], "returns": {"type": "void"}}))])
         conn.executemany(
             "INSERT INTO events (session, ts, kind, pid, tid, func) VALUES (?, ?, ?, 100, 1, ?)",

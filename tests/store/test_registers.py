@@ -211,8 +211,8 @@ ENTER, EXIT = int(EventKind.FUNCTION_ENTER), int(EventKind.FUNCTION_EXIT)
 def test_verbose_events_show_typed_arguments_and_return_values(store: tuple[sqlite3.Connection, int, str]) -> None:
     conn, session, sid = store
     typed, void, pointer, raw = insert_functions(conn, [
-        ("scalars", None, "/p/a.c", 1, 7), ("nothing", None, "/p/a.c", 2, 1), ("nowhere", None, "/p/a.c", 3, 0),
-        ("plain", None, "/p/a.c", 4, 2)])
+        ("scalars", None, "/p/a.c", 1, 7, None), ("nothing", None, "/p/a.c", 2, 1, None),
+        ("nowhere", None, "/p/a.c", 3, 0, None), ("plain", None, "/p/a.c", 4, 2, None)])
     set_signatures(conn, [
         (typed, json.dumps(PLAN)),
         (void, json.dumps({"params": [param("x", "int", INT, reg("rdi", size=4))], "returns": {"type": "void"}})),
@@ -248,7 +248,7 @@ def test_verbose_events_show_typed_arguments_and_return_values(store: tuple[sqli
 
 def test_summary_events_show_the_dwarf_return_type(store: tuple[sqlite3.Connection, int, str]) -> None:
     conn, session, sid = store
-    typed, raw = insert_functions(conn, [("is_even", None, None, None, 1), ("plain", None, None, None, 1)])
+    typed, raw = insert_functions(conn, [("is_even", None, None, None, 1, None), ("plain", None, None, None, 1, None)])
     plan = {"params": [param("x", "int", INT, reg("rdi", size=4))],
             "returns": {"type": "_Bool", "value": {"kind": "bool", "size": 1}, "pieces": [reg("rax", size=1)]}}
     set_signatures(conn, [(typed, json.dumps(plan))])
@@ -263,7 +263,7 @@ def test_summary_events_show_the_dwarf_return_type(store: tuple[sqlite3.Connecti
 
 def test_set_signatures_replaces_and_clears_plans(store: tuple[sqlite3.Connection, int, str]) -> None:
     conn, _, _ = store
-    (key,) = insert_functions(conn, [("f", None, None, None, 0)])
+    (key,) = insert_functions(conn, [("f", None, None, None, 0, None)])
     set_signatures(conn, [(key, '{"params": []}')])
     assert conn.execute("SELECT signature FROM functions WHERE key = ?", (key,)).fetchone() == ('{"params": []}',)
     set_signatures(conn, [(key, None)])

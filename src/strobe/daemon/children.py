@@ -52,6 +52,10 @@ class ChildFollowing:
                 else:
                     process = await self._join(live, handle, origin, parent, path)
                 await self._sync(live, process)
+                if origin != "fork":  # a new image: its runtime sets up (a forked child has its parent's)
+                    for warning in await process.image.runtime.prepare(services.worker.run, handle,
+                                                                       live.serialization_depth):
+                        log.info("session %s: pid %d: %s", live.record.id, pid, warning)
         except GONE as exc:
             log.info("session %s: process %d went away while being followed (%s)", live.record.id, pid, exc)
         except Exception:
@@ -62,7 +66,8 @@ class ChildFollowing:
     async def _join(self, live: LiveSession, handle: Any, origin: str, parent: int, path: str) -> TracedProcess:
         """A new process in the session: a fork runs its parent's image, a posix_spawn() a new one."""
         parent_process = live.processes.get(parent) or live.root
-        image = (self._services.images.load(path, handle.modules) if origin == "exec" else parent_process.image)
+        image = (parent_process.image if origin == "fork"
+                 else self._services.images.load(path, handle.modules, live.record.project_root))
         process = TracedProcess(handle.pid, parent, handle, image,
                                 ingest_like(image.runtime, parent_process.ingest, handle.pid))
         live.processes[process.pid] = process
@@ -74,7 +79,7 @@ class ChildFollowing:
 
     async def _rebind(self, live: LiveSession, process: TracedProcess, handle: Any, path: str) -> None:
         """A process of the session exec()ed: same pid, a new program whose functions are matched again."""
-        image = self._services.images.load(path, handle.modules)
+        image = self._services.images.load(path, handle.modules, live.record.project_root)
         process.rebind(handle, image, ingest_like(image.runtime, process.ingest, process.pid))
         if process.is_root and live.watches:  # its new agent records under no watches (version 0)
             log.info("session %s: watches dropped: the launched process exec()ed %s", live.record.id, path)

@@ -44,11 +44,12 @@ class Hooking:
         self._services = services
 
     async def plan_for(self, live: LiveSession, process: TracedProcess, patterns: list[str]) -> HookPlan | None:
-        """The hooks `patterns` select in the process's image; None when its binary has no debug info."""
+        """The hooks `patterns` select in the process's image; None when nothing there can be selected by name
+        (a native binary without debug info)."""
         symbols = await process.image.symbols
-        if not symbols.main_has_dwarf:
+        if not symbols.traceable:
             return None
-        return plan_hooks([], patterns, [], symbols.indexes, live.record.project_root)
+        return plan_hooks([], patterns, [], symbols.sources, live.record.project_root)
 
     async def desired_for(self, live: LiveSession, process: TracedProcess) -> Desired:
         """The functions a process should have hooked: its image's share of the session's patterns."""
@@ -67,7 +68,8 @@ class Hooking:
         trace, services, settings = live.trace, self._services, live.settings
         fresh = trace.new_functions(desired)
         if fresh:
-            rows = [(f.name, f.info.raw, f.file, f.info.line, f.info.params) for f in fresh]
+            rows = [(f.name, f.info.raw, f.file, f.info.line, f.info.params,
+                     None if f.runtime == "native" else f.runtime) for f in fresh]
             keys = await services.write(lambda c: store_functions.insert_functions(c, rows))
             trace.assign_slots(fresh, keys)
         to_add, to_remove = trace.changes(process.hooked, desired)
@@ -92,8 +94,9 @@ class Hooking:
                 warnings.append(f"Could not hook {function.name}: {failed[slot]} (too small to hook, or not code).")
             else:
                 process.hooked[slot] = function
-        if live.types is not None and fresh:
-            live.types.hooked([(trace.slot_of[f.key], f) for f in fresh])
+        native = [f for f in fresh if f.runtime == "native"]  # register plans come from DWARF
+        if live.types is not None and native:
+            live.types.hooked([(trace.slot_of[f.key], f) for f in native])
         return warnings
 
     async def set_watches(self, live: LiveSession, process: TracedProcess, watches: list[Watch]) -> list[str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from strobe.daemon.process import ProcessImage
-from strobe.daemon.runtimes import RuntimeKind, detect_kind, runtime_for
+from strobe.daemon.runtimes import detect_kind, runtime_for
 from strobe.daemon.symbols import SessionSymbols
 from strobe.instrument.protocol import ModuleInfo
 
@@ -20,18 +20,19 @@ class ImageLoader:
 
     def preload(self, binary: str) -> asyncio.Future[Any]:
         """A head start on the launched binary's index while it is being spawned."""
-        runtime = runtime_for(RuntimeKind.NATIVE)
+        runtime = runtime_for(detect_kind(binary, []))
         return asyncio.ensure_future(asyncio.to_thread(runtime.preload, binary, self._cache_dir))
 
-    def load(self, binary: str, modules: list[ModuleInfo], preloaded: asyncio.Future[Any] | None = None
-             ) -> ProcessImage:
-        """The image a process runs; its index builds in the background (awaited through `image.symbols`)."""
+    def load(self, binary: str, modules: list[ModuleInfo], project_root: str,
+             preloaded: asyncio.Future[Any] | None = None) -> ProcessImage:
+        """The image a process runs; its index builds in the background (awaited through `image.symbols`).
+        `project_root`: the session's (an interpreter's runtime indexes its source files)."""
         kind = detect_kind(binary, modules)
         runtime = runtime_for(kind)
         cache_dir = self._cache_dir
 
         async def symbols() -> SessionSymbols:
             head_start = await preloaded if preloaded is not None else None
-            return await asyncio.to_thread(runtime.index, binary, modules, cache_dir, head_start)
+            return await asyncio.to_thread(runtime.index, binary, modules, cache_dir, head_start, project_root)
 
         return ProcessImage(binary, kind, runtime, asyncio.ensure_future(symbols()))

@@ -68,8 +68,9 @@ class Launching:
                 raise
             try:
                 await self._record(live, handle, command.binary_path, project_root,
-                                   services.images.load(command.binary_path, handle.modules, preloaded))
+                                   services.images.load(command.binary_path, handle.modules, project_root, preloaded))
                 warnings = await apply_pending(live)
+                warnings += await live.image.runtime.prepare(services.worker.run, handle, live.serialization_depth)
                 await services.worker.run(lambda: services.launcher.resume(handle.pid))
             except BaseException:
                 await services.kill(handle.pid)
@@ -86,7 +87,7 @@ class Launching:
         live = self._session(program, project_root, pid, settings, owns_output=False)
         handle = await services.worker.run(lambda: services.launcher.attach(pid, agent_js, live))
         try:
-            image = services.images.load(os.readlink(f"/proc/{pid}/exe"), handle.modules)
+            image = services.images.load(os.readlink(f"/proc/{pid}/exe"), handle.modules, project_root)
             await self._record(live, handle, program, project_root, image)
         except BaseException:
             await services.kill(pid)

@@ -21,7 +21,14 @@ from strobe.daemon.memory import SessionPolls, snapshot_row
 from strobe.daemon.process import ProcessImage, TracedProcess
 from strobe.daemon.tracing import SessionTrace
 from strobe.daemon.watches import Watch, WatchSpec
-from strobe.instrument.protocol import CrashReport, PollComplete, SamplingStateChange, TraceBatch, VariableSnapshot
+from strobe.instrument.protocol import (
+    CrashReport,
+    PollComplete,
+    PyState,
+    SamplingStateChange,
+    TraceBatch,
+    VariableSnapshot,
+)
 from strobe.settings import Settings
 from strobe.store.schema import EventKind
 from strobe.store.sessions import SessionRecord
@@ -127,6 +134,28 @@ class LiveSession:
         if not queued:
             log.warning("session %s: ingest queue full; %d trace records dropped", self.record.id, batch.count)
             self.ingest_worker.submit(lambda: ingest.refuse(batch.count))
+
+    def on_py_batch(self, pid: int, data: bytes) -> None:
+        process = self.processes.get(pid)
+        on_batch = getattr(process.ingest, "on_py_batch", None) if process is not None else None
+        if on_batch is None:
+            log.info("session %s: a Python tracer batch from pid %d, which is not traced as Python", self.record.id,
+                     pid)
+            return
+        if not self.ingest_worker.submit(lambda: on_batch(data), 1):
+            log.warning("session %s: ingest queue full; a Python tracer batch of pid %d was dropped", self.record.id,
+                        pid)
+
+    def on_py_state(self, pid: int, state: PyState) -> None:
+        if state.state == "unsupported":
+            log.warning("session %s: pid %d: the Python tracer could not be installed: %s", self.record.id, pid,
+                        state.error)
+        else:
+            log.info("session %s: pid %d: Python tracer %s", self.record.id, pid, state.state)
+        process = self.processes.get(pid)
+        tracer = getattr(process.handle, "runtime_state", None) if process is not None else None
+        if tracer is not None and hasattr(tracer, "state"):
+            tracer.state, tracer.error = state.state, state.error
 
     def on_sampling_change(self, pid: int, change: SamplingStateChange) -> None:
         if pid == self.pid:

@@ -209,9 +209,9 @@ class SessionManager:
                 watches, warnings = await self._plan_watches(live, watch_add, watch_remove)
             if add or remove:
                 symbols = await live.image.symbols
-                if add:
+                if add and not symbols.traceable:
                     symbols.require_debug_info()
-                plan = plan_hooks(live.trace.patterns, add, remove, symbols.indexes, live.record.project_root)
+                plan = plan_hooks(live.trace.patterns, add, remove, symbols.sources, live.record.project_root)
                 warnings += plan.warnings
                 live.trace.patterns = plan.patterns
                 warnings += await self._sync_hooks(live, plan)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
 from stat import S_ISREG
+from typing import Protocol
 
 from strobe.errors import NoDebugSymbols, ValidationError
 from strobe.instrument.protocol import ModuleInfo
@@ -25,8 +26,9 @@ class TraceableFunction:
     """A function of one loaded module. `key` identifies it across hook changes."""
 
     info: FunctionInfo
-    module: str
-    runtime_address: int
+    module: str  # native: the loaded module's path; Python: the source file
+    runtime_address: int  # native: where it is loaded; Python: its code object's first line
+    runtime: str = "native"  # a RuntimeKind value: whose agent half hooks it
 
     @property
     def name(self) -> str:
@@ -41,6 +43,24 @@ class TraceableFunction:
         return (self.module, self.info.address, self.info.raw)
 
 
+class FunctionSource(Protocol):
+    """Functions patterns select from, as daemon/tracing.plan_hooks asks for them: one loaded module
+    (ModuleSymbols) or a Python source tree (daemon/runtimes/cpython.py). `dialect` says how a pattern is read
+    for it ("native": 'ns::Class::method'; "python": 'pkg.mod.Class.method', see symbols/patterns.py)."""
+
+    dialect: str
+
+    def positions(self, pattern: Pattern) -> Sequence[int]:
+        """Positions of the functions `pattern` selects, in a fixed order."""
+        ...
+
+    def functions_at(self, positions: Sequence[int]) -> list[TraceableFunction]:
+        """The functions at `positions`, ready to hook."""
+        ...
+
+    def __len__(self) -> int: ...
+
+
 @dataclass(frozen=True, eq=False)
 class ModuleSymbols:
     """The index of one loaded module and where it is loaded: runtime = static + slide, where
@@ -49,6 +69,7 @@ class ModuleSymbols:
     path: str
     index: FunctionIndex
     slide: int
+    dialect = "native"
 
     def positions(self, pattern: Pattern) -> list[int]:
         """Index positions of the functions `pattern` selects, in index order (no FunctionInfo built)."""
@@ -72,6 +93,17 @@ class SessionSymbols:
     main_binary: str
     main_has_dwarf: bool
     indexes: tuple[ModuleSymbols, ...]
+    scripts: FunctionSource | None = None  # an interpreter's functions from source (daemon/runtimes/cpython.py)
+
+    @property
+    def sources(self) -> tuple[FunctionSource, ...]:
+        """Everything patterns select from: the native modules, then the scripts."""
+        return (*self.indexes, self.scripts) if self.scripts is not None else self.indexes
+
+    @property
+    def traceable(self) -> bool:
+        """Whether patterns can select anything here: the main binary has DWARF, or the scripts are indexed."""
+        return self.main_has_dwarf or self.scripts is not None
 
     @property
     def modules(self) -> tuple[str, ...]:

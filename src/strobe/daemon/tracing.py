@@ -7,14 +7,13 @@ so an event decoded late can never be attributed to a different function.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from strobe.daemon.ingest import SlotTable
-from strobe.daemon.symbols import TraceableFunction
+from strobe.daemon.symbols import FunctionSource, TraceableFunction
 from strobe.errors import InvalidPattern
-from strobe.symbols.patterns import Pattern, parse_pattern
+from strobe.symbols.patterns import Pattern, parse_pattern, parse_python_pattern
 
 MAX_HOOKS = 10_000
 MAX_SLOTS = 1 << 16  # agent/src/native/layout.ts MAX_FUNCTIONS
@@ -29,8 +28,28 @@ class HookPlan:
     warnings: list[str]
 
 
-def parse_patterns(texts: Sequence[str], project_root: str | None) -> list[Pattern]:
-    return [parse_pattern(text, project_root) for text in texts]
+_PARSERS: dict[str, Callable[[str, str | None], Pattern]] = {"native": parse_pattern, "python": parse_python_pattern}
+
+
+def parse_for(text: str, dialect: str, project_root: str | None) -> Pattern:
+    """One pattern read as `dialect` names ("native" or "python"); raises InvalidPattern."""
+    return _PARSERS[dialect](text, project_root)
+
+
+def parse_patterns(texts: Sequence[str], project_root: str | None) -> None:
+    """Check patterns before their program is known: each must be valid as native or as Python names. Raises the
+    InvalidPattern of the dialect it reads as (Python for dotted names, native otherwise)."""
+    for text in texts:
+        dialects = ("python", "native") if "." in text and "::" not in text else ("native", "python")
+        errors: list[InvalidPattern] = []
+        for dialect in dialects:
+            try:
+                parse_for(text, dialect, project_root)
+                break
+            except InvalidPattern as exc:
+                errors.append(exc)
+        else:
+            raise errors[0]
 
 
 def _names(functions: Sequence[TraceableFunction]) -> str:
@@ -48,16 +67,20 @@ def merge_patterns(current: Sequence[str], add: Sequence[str], remove: Sequence[
     return merged, warnings
 
 
-class FunctionSource(Protocol):
-    """The functions of one module as plan_hooks asks for them (`strobe.daemon.symbols.ModuleSymbols`)."""
-
-    def positions(self, pattern: Pattern) -> Sequence[int]:
-        """Positions of the functions `pattern` selects, in a fixed order."""
-        ...
-
-    def functions_at(self, positions: Sequence[int]) -> list[TraceableFunction]:
-        """The functions at `positions`, relocated."""
-        ...
+def _no_match(text: str, dialects: Sequence[str]) -> str:
+    """What to try when a pattern selects nothing, for the kinds of code the process runs."""
+    python = ("Python functions are named by module path ('pkg.mod.func', 'pkg.mod.Class.method', "
+              "'pkg.mod.outer.inner'; '**.name' at any depth); '@file:app.py' and '@usercode' select by file "
+              "(the project's files are indexed, not the virtualenv's or installed packages')")
+    native = ("Native names are fully qualified (C++ 'ns::Class::method', Rust 'crate::module::fn'); try "
+              "'**::name' or '@file:<source file>'")
+    if dialects == ["python"] or ("::" not in text and "python" in dialects and "." in text):
+        advice = python
+    elif "python" in dialects:
+        advice = f"{python}. {native} (a C extension's functions, when it has debug info)"
+    else:
+        advice = native
+    return f"Pattern '{text}' matched no function. {advice}."
 
 
 def _hookable(function: TraceableFunction) -> bool:
@@ -73,16 +96,31 @@ def plan_hooks(
 ) -> HookPlan:
     """Decide the hooks for the patterns after this change. Raises InvalidPattern before changing anything.
 
-    Each pattern is matched by each module's index; only the functions it selects are built, and none for
-    a pattern refused for selecting more than MAX_HOOKS."""
-    parsed = {p.text: p for p in parse_patterns(add, project_root)}
+    Each pattern is read in each source's dialect and matched by the sources it is valid for (a native module's
+    index, a Python source tree); only the functions it selects are built, and none for a pattern refused for
+    selecting more than MAX_HOOKS."""
     patterns, warnings = merge_patterns(current, add, remove)
-    parsed.update({p.text: p for p in parse_patterns([t for t in patterns if t not in parsed], project_root)})
+    dialects = sorted({module.dialect for module in modules}) or ["native"]
+    parsed: dict[tuple[str, str], Pattern | None] = {}
+    for text in patterns:
+        errors: list[InvalidPattern] = []
+        for dialect in dialects:
+            try:
+                parsed[text, dialect] = parse_for(text, dialect, project_root)
+            except InvalidPattern as exc:
+                parsed[text, dialect] = None
+                errors.append(exc)
+        if len(errors) == len(dialects) and text in add:
+            raise errors[0]
     desired: dict[tuple[str, int, str], TraceableFunction] = {}
     matched: set[tuple[str, int, str]] = set()
     kept: list[str] = []
     for text in patterns:
-        found = [(module, module.positions(parsed[text])) for module in modules]
+        found = []
+        for module in modules:
+            pattern = parsed[text, module.dialect]
+            if pattern is not None:
+                found.append((module, module.positions(pattern)))
         count = sum(len(positions) for _, positions in found)
         if count > MAX_HOOKS:
             warnings.append(
@@ -92,10 +130,7 @@ def plan_hooks(
             continue
         kept.append(text)
         if not count:
-            warnings.append(
-                f"Pattern '{text}' matched no function. Names are fully qualified (C++ 'ns::Class::method', Rust "
-                "'crate::module::fn'); try '**::name' or '@file:<source file>' to find it."
-            )
+            warnings.append(_no_match(text, dialects))
             continue
         hits = [function for module, positions in found if positions for function in module.functions_at(positions)]
         inlined = [f for f in hits if not _hookable(f)]

@@ -101,6 +101,7 @@ class ProcessHandle:
     loaded: threading.Event = field(default_factory=threading.Event)
     handshake_error: str | None = None
     modules: list[ModuleInfo] = field(default_factory=list)
+    runtime_state: Any = None  # owned by the process's runtime (daemon/runtimes): the Python tracer's state
     _replies: dict[int, tuple[threading.Event, list[Any]]] = field(default_factory=dict)
     _reply_data: dict[int, bytes] = field(default_factory=dict)
     _next_request: int = 0

@@ -76,7 +76,7 @@ def event(row: EventRow, session_id: str, verbose: bool) -> dict[str, Any]:
     it has one, otherwise through the runtime's values (raw registers)."""
     kind = row.kind
     is_function = kind in (EventKind.FUNCTION_ENTER, EventKind.FUNCTION_EXIT)
-    values = values_for(RuntimeKind.NATIVE)  # every stored event is native code's
+    values = values_for(RuntimeKind(row.runtime))
     out: dict[str, Any] = {"id": f"{session_id}-{row.id}", "eventType": kind.wire_name, "timestampNs": row.ts}
     plan = row.plan if is_function else None
     if is_function:
@@ -113,6 +113,7 @@ def event(row: EventRow, session_id: str, verbose: bool) -> dict[str, Any]:
         pid=row.pid,
         parentEventId=None if row.parent is None else f"{session_id}-{row.parent}",
         arguments=values.arguments(args),
+        argumentNames=values.argument_names(args) if kind is EventKind.FUNCTION_ENTER else None,
         returnValue=values.return_value(row.retval),
         watchValues=extra.pop("watchValues", None),
         sampled=row.sampled,

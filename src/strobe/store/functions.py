@@ -5,15 +5,16 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-FunctionRow = tuple[str, str | None, str | None, int | None, int]
-"""(name, raw name, source file, line, parameter count)."""
+FunctionRow = tuple[str, str | None, str | None, int | None, int, str | None]
+"""(name, raw name, source file, line, parameter count, runtime: None for native code, else a RuntimeKind value)."""
 
 
 def insert_functions(conn: sqlite3.Connection, rows: Sequence[FunctionRow]) -> list[int]:
     """Insert functions (writer thread) and return their keys, in order."""
     keys: list[int] = []
     for row in rows:
-        cursor = conn.execute("INSERT INTO functions (name, raw, file, line, params) VALUES (?, ?, ?, ?, ?)", row)
+        cursor = conn.execute(
+            "INSERT INTO functions (name, raw, file, line, params, runtime) VALUES (?, ?, ?, ?, ?, ?)", row)
         assert cursor.lastrowid is not None
         keys.append(cursor.lastrowid)
     return keys

@@ -49,6 +49,7 @@ class EventRow:
     line: int | None
     thread_name: str | None
     plan: RegisterPlan | None
+    runtime: str = "native"  # whose values args and retval are: a RuntimeKind value (the function's, else native)
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def install_functions(conn: sqlite3.Connection) -> None:
 
 _COLUMNS = """
 SELECT e.id, e.ts, e.kind, e.pid, e.tid, e.parent, e.duration, e.retval, e.sampled, e.text, e.args, e.extra,
-       f.name, f.raw, f.file, f.line, t.name, f.signature
+       f.name, f.raw, f.file, f.line, t.name, f.signature, f.runtime
 """
 _JOINS = """
 LEFT JOIN functions f ON f.key = e.func
@@ -144,7 +145,7 @@ _KIND_OF = {int(k): k for k in EventKind}
 
 def _row(row: tuple[Any, ...], plans: dict[str, RegisterPlan | None]) -> EventRow:
     (eid, ts, kind, pid, tid, parent, duration, retval, sampled, text, args, extra,
-     fname, fraw, ffile, fline, tname, fsignature) = row
+     fname, fraw, ffile, fline, tname, fsignature, fruntime) = row
     fields = _json(extra)
     return EventRow(
         id=eid, ts=ts, kind=_KIND_OF.get(kind) or EventKind(kind),  # raises on a kind this version does not know
@@ -152,7 +153,7 @@ def _row(row: tuple[Any, ...], plans: dict[str, RegisterPlan | None]) -> EventRo
         sampled=None if sampled is None else bool(sampled), text=text, args=args,
         extra=fields if isinstance(fields, dict) else None,
         function=fname, function_raw=fraw, source_file=ffile, line=fline, thread_name=tname,
-        plan=_plan(fsignature, plans),
+        plan=_plan(fsignature, plans), runtime=fruntime or "native",
     )
 
 

@@ -83,7 +83,8 @@ CREATE TABLE IF NOT EXISTS functions (
     file TEXT,
     line INTEGER,
     params INTEGER,                       -- formal parameters, to trim raw argument registers
-    signature TEXT                        -- JSON register plan (daemon/signatures.py), set after hooking
+    signature TEXT,                       -- JSON register plan (daemon/signatures.py), set after hooking
+    runtime TEXT                          -- NULL: native code; else whose values these are ('cpython')
 );
 CREATE TABLE IF NOT EXISTS threads (
     session INTEGER NOT NULL,
@@ -201,6 +202,7 @@ _ADDED_COLUMNS = (
     ("processes", "signal", "TEXT"),
     ("processes", "parent_pid", "INTEGER"),
     ("processes", "binary_path", "TEXT"),
+    ("functions", "runtime", "TEXT"),
 )
 
 

@@ -16,11 +16,13 @@ import re
 from collections.abc import Sequence
 
 from strobe.daemon.runtimes.base import Runtime, RuntimeKind, ValueRenderer
+from strobe.daemon.runtimes.cpython import CPythonRuntime
 from strobe.daemon.runtimes.native import NativeRuntime
 from strobe.instrument.protocol import ModuleInfo
 
 RUNTIMES: dict[RuntimeKind, Runtime] = {
     RuntimeKind.NATIVE: NativeRuntime(),
+    RuntimeKind.CPYTHON: CPythonRuntime(),
 }
 
 _PYTHON = re.compile(r"^(python\d*(\.\d+)?[a-z]*|libpython\d.*\.so.*)$")

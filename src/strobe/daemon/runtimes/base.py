@@ -64,6 +64,12 @@ class AgentHandle(Protocol):
     def read_memory(self, recipes: list[dict[str, object]], timeout: float,
                     poll: tuple[int, int, int] | None = None) -> Any: ...
 
+    def py_setup(self, bootstrap: str) -> Any: ...
+
+    def py_command(self, command: str) -> None: ...
+
+    runtime_state: Any  # owned by the process's runtime (the CPython tracer's state)
+
 
 class ValueRenderer(Protocol):
     """How a runtime's captured values show in an event whose function has no register plan (mcp/wire.py:
@@ -77,6 +83,10 @@ class ValueRenderer(Protocol):
 
     def return_type(self, retval: Any) -> str: ...
 
+    def argument_names(self, args: Any) -> list[str] | None:
+        """The arguments' names when the stored arguments carry them (Python's), else None."""
+        ...
+
 
 class Runtime(ABC):
     kind: RuntimeKind
@@ -86,8 +96,10 @@ class Runtime(ABC):
         """A head start on `index` for the launched binary while it is being spawned (blocking; None if none)."""
 
     @abstractmethod
-    def index(self, binary: str, modules: list[ModuleInfo], cache_dir: Path, preloaded: Any = None) -> SessionSymbols:
-        """The functions of a process image that patterns select from (blocking)."""
+    def index(self, binary: str, modules: list[ModuleInfo], cache_dir: Path, preloaded: Any = None,
+              project_root: str | None = None) -> SessionSymbols:
+        """The functions of a process image that patterns select from (blocking); `project_root`: the session's,
+        whose source files an interpreter's runtime indexes."""
 
     @abstractmethod
     async def apply_hooks(
@@ -96,6 +108,12 @@ class Runtime(ABC):
     ) -> dict[int, str]:
         """Unhook `remove` (function slots), then hook `add` ((slot, function) pairs). Returns the slots that
         could not be hooked, with why. Raises instrument.launcher.ProcessGone if the process went away."""
+
+    async def prepare(self, run: Run[Any], handle: AgentHandle, depth: int) -> list[str]:
+        """Once per new image (spawn, exec), after its hooks are planned and before it is resumed: what the runtime
+        sets up in the process (CPython: installs the tracer, with the targets `apply_hooks` gave it so far).
+        Returns warnings."""
+        return []
 
     @abstractmethod
     async def apply_watches(self, run: Run[Any], handle: AgentHandle, message: dict[str, object]) -> WatchesUpdated:

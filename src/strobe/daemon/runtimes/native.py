@@ -28,6 +28,9 @@ class NativeValues:
     def return_type(self, retval: Any) -> str:
         return raw_return_type(decode_retval(retval))
 
+    def argument_names(self, args: Any) -> list[str] | None:
+        return None
+
 
 class NativeRuntime(Runtime):
     kind = RuntimeKind.NATIVE
@@ -38,7 +41,8 @@ class NativeRuntime(Runtime):
     def preload(self, binary: str, cache_dir: Path) -> Any:
         return preload_main_index(binary, cache_dir)
 
-    def index(self, binary: str, modules: list[ModuleInfo], cache_dir: Path, preloaded: Any = None) -> SessionSymbols:
+    def index(self, binary: str, modules: list[ModuleInfo], cache_dir: Path, preloaded: Any = None,
+              project_root: str | None = None) -> SessionSymbols:
         return load_session_symbols(binary, modules, cache_dir, preloaded)
 
     async def apply_hooks(

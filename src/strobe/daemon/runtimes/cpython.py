@@ -1,0 +1,214 @@
+"""The CPython runtime: Python functions found from source (symbols/python_index.py), traced by the tracer the
+agent runs inside the interpreter (src/strobe/instrument/pytracer/, carried by agent/src/cpython/), recorded as
+JSON batches (daemon/runtimes/cpython_ingest.py) and shown as the Python values the tracer rendered.
+
+A CPython process is native code too: the interpreter and its C extensions keep the native runtime's index and
+hooks, so one session can trace `app.jobs.run` next to a C extension's `fastmath_dot`.
+
+The tracer is installed once per new interpreter image (spawn or exec), before the process is resumed
+(`prepare`): at Py_RunMain, so the hooks staged before launch are active before the first line of `__main__`.
+Its targets go in the install config; later changes are `targets` commands on its control pipe.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from strobe.daemon.ingest import SlotTable, TraceIngest
+from strobe.daemon.runtimes.base import AgentHandle, Run, RuntimeKind, ValueRenderer
+from strobe.daemon.runtimes.cpython_ingest import PythonIngest
+from strobe.daemon.runtimes.native import NativeRuntime
+from strobe.daemon.symbols import SessionSymbols, TraceableFunction
+from strobe.instrument import pytracer
+from strobe.instrument.protocol import ModuleInfo
+from strobe.store.writer import Writer
+from strobe.symbols.index import FunctionInfo
+from strobe.symbols.patterns import Pattern
+from strobe.symbols.python_index import HOST_VERSION, PythonFunction, PythonIndex, index_tree
+
+log = logging.getLogger(__name__)
+
+CPYTHON = RuntimeKind.CPYTHON.value
+_VERSION = re.compile(r"^(?:lib)?python(\d)\.(\d+)")
+
+
+def interpreter_version(binary: str, modules: Sequence[ModuleInfo]) -> tuple[int, int] | None:
+    """The interpreter's version from its executable's or libpython's name (python3.12, libpython3.12.so.1.0)."""
+    for name in (os.path.basename(binary), *(module.name for module in modules)):
+        found = _VERSION.match(name)
+        if found:
+            return int(found.group(1)), int(found.group(2))
+    return None
+
+
+def _traceable(function: PythonFunction) -> TraceableFunction:
+    """A Python function as a hook target. Its key (file, first line, qualname) is what the tracer matches a code
+    object by (co_filename, co_firstlineno, co_qualname)."""
+    info = FunctionInfo(name=function.name, raw=function.qualname, signature=function.name,
+                        address=function.first_line, size=0, file=function.file, line=function.line,
+                        inlined_only=False, params=len(function.params))
+    return TraceableFunction(info, function.file, function.first_line, CPYTHON)
+
+
+@dataclass(frozen=True, eq=False)
+class PythonScripts:
+    """A project's Python functions, as plan_hooks selects from them (daemon/symbols.FunctionSource)."""
+
+    index: PythonIndex
+    dialect = "python"
+
+    def positions(self, pattern: Pattern) -> list[int]:
+        return pattern.positions(self.index)
+
+    def functions_at(self, positions: Sequence[int]) -> list[TraceableFunction]:
+        return [_traceable(function) for function in self.index.at(positions)]
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+
+class PythonValues:
+    """Values as the tracer rendered them (JSON): arguments as [name, value] pairs, the return value as is."""
+
+    def arguments(self, args: Any) -> Any:
+        pairs = _loads(args)
+        return [value for _, value in pairs] if isinstance(pairs, list) else pairs
+
+    def argument_names(self, args: Any) -> list[str] | None:
+        pairs = _loads(args)
+        return [name for name, _ in pairs] if isinstance(pairs, list) else None
+
+    def return_value(self, retval: Any) -> Any:
+        return _loads(retval)
+
+    def return_type(self, retval: Any) -> str:
+        return python_type(_loads(retval))
+
+
+def _loads(text: Any) -> Any:
+    if not isinstance(text, str):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def python_type(value: Any) -> str:
+    """The Python type of a rendered value, as far as its rendering tells (reprs.py marks objects with __type__)."""
+    if value is None:
+        return "None"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, dict):
+        kind = value.get("__type__")
+        if isinstance(kind, str):
+            return kind
+        return "bytes" if set(value) == {"bytes", "len"} else "dict"
+    return "object"
+
+
+@dataclass
+class PythonTracerState:
+    """What the host knows of one interpreter's tracer (kept on its agent handle, `runtime_state`)."""
+
+    targets: dict[int, dict[str, object]] = field(default_factory=dict)  # slot -> the tracer's target
+    state: str = "new"  # new (not set up yet) | waiting (for Py_RunMain) | installed | unsupported
+    error: str | None = None
+    commands: int = 0
+
+    def command(self, name: str, **fields: object) -> str:
+        self.commands += 1
+        return json.dumps({"cmd": name, "id": self.commands, **fields}, separators=(",", ":"))
+
+
+def tracer_state(handle: AgentHandle) -> PythonTracerState:
+    state = getattr(handle, "runtime_state", None)
+    if not isinstance(state, PythonTracerState):
+        state = PythonTracerState()
+        handle.runtime_state = state
+    return state
+
+
+class CPythonRuntime(NativeRuntime):
+    kind = RuntimeKind.CPYTHON
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._python_values = PythonValues()
+
+    @property
+    def values(self) -> ValueRenderer:
+        """The values of Python functions (a native function's, even in this process, render as native)."""
+        return self._python_values
+
+    def preload(self, binary: str, cache_dir: Path) -> Any:
+        return None  # the interpreter's own index is small; the project's is read in `index`
+
+    def index(self, binary: str, modules: list[ModuleInfo], cache_dir: Path, preloaded: Any = None,
+              project_root: str | None = None) -> SessionSymbols:
+        native = super().index(binary, modules, cache_dir, preloaded)
+        if project_root is None:
+            return native
+        version = interpreter_version(binary, modules) or HOST_VERSION
+        scripts = index_tree(project_root, python=version)
+        for warning in scripts.warnings:
+            log.info("python index of %s: %s", project_root, warning)
+        log.info("indexed %d Python functions in %d files under %s", len(scripts), scripts.files, project_root)
+        return SessionSymbols(native.main_binary, native.main_has_dwarf, native.indexes, PythonScripts(scripts))
+
+    async def apply_hooks(
+        self, run: Run[Any], handle: AgentHandle, add: Sequence[tuple[int, TraceableFunction]], remove: Sequence[int],
+        hot_calls_per_second: int, sample_every: int,
+    ) -> dict[int, str]:
+        tracer = tracer_state(handle)
+        python_add = [(slot, f) for slot, f in add if f.runtime == CPYTHON]
+        python_remove = [slot for slot in remove if slot in tracer.targets]
+        native_add = [(slot, f) for slot, f in add if f.runtime != CPYTHON]
+        native_remove = [slot for slot in remove if slot not in tracer.targets]
+        failed = await super().apply_hooks(run, handle, native_add, native_remove, hot_calls_per_second,
+                                           sample_every) if native_add or native_remove else {}
+        if not (python_add or python_remove):
+            return failed
+        if tracer.state == "unsupported":
+            return failed | {slot: f"Python functions cannot be traced here: {tracer.error}" for slot, _ in python_add}
+        for slot in python_remove:
+            del tracer.targets[slot]
+        for slot, function in python_add:
+            tracer.targets[slot] = {"id": slot, "file": function.module, "line": function.runtime_address,
+                                    "qualname": function.info.raw}
+        if tracer.state != "new":  # otherwise they go in the install config (prepare)
+            command = tracer.command("targets", targets=list(tracer.targets.values()))
+            await run(lambda: handle.py_command(command))
+        return failed
+
+    async def prepare(self, run: Run[Any], handle: AgentHandle, depth: int) -> list[str]:
+        tracer = tracer_state(handle)
+        if tracer.state != "new":
+            return []
+        config = {"targets": list(tracer.targets.values()), "depth": depth}
+        reply = await run(lambda: handle.py_setup(pytracer.bootstrap(config)))
+        tracer.state, tracer.error = reply.state, reply.error
+        if reply.state == "unsupported":
+            return [f"Python functions cannot be traced in pid {handle.pid}: {reply.error}. Its output, crashes and "
+                    "native functions (with debug info) are still traced."]
+        return []
+
+    def ingest(self, writer: Writer, session: int, pid: int, start_ns: int, table: SlotTable,
+               peers: dict[int, TraceIngest]) -> TraceIngest:
+        return PythonIngest(writer, session, pid, start_ns, table, peers)

@@ -1,0 +1,125 @@
+"""From the Python tracer's JSON batches (src/strobe/instrument/pytracer/tracer.py) to event rows.
+
+An event is `[kind, fid, ts_ns, tid, seq, parent_seq, payload]`: 1 enter ({"args": [[name, value], ...]} or
+{"resumed": true} for a generator or coroutine resuming), 2 return ({"return": v} or {"yielded": v}), 3 unwind
+({"exception": {type, message, line}}), 9 an uncaught exception (the crash event). Sequence numbers are the
+process's; enters are remembered by seq until their call ends, so a child's parent and a return's enter become
+event ids. Timestamps are CLOCK_MONOTONIC like the daemon's. Runs on the ingest thread.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any
+
+from strobe.daemon.ingest import MAX_PENDING_ROWS, TraceIngest
+from strobe.store.schema import EventKind
+
+log = logging.getLogger(__name__)
+
+ENTER, RETURN, UNWIND, CRASH = 1, 2, 3, 9
+_KINDS = (ENTER, RETURN, UNWIND, CRASH)  # another kind (a newer tracer's) is skipped
+MAX_OPEN_CALLS = 100_000  # enters remembered for their children and returns (threads that died mid-call leak)
+_BACKTRACE_SHOWN = 50
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def crash_fields(payload: dict[str, Any]) -> dict[str, Any]:
+    """An uncaught exception as a crash event's fields: the exception, the innermost frame and its locals, and
+    the traceback innermost first (like a native crash's backtrace)."""
+    frames = [f for f in payload.get("traceback", []) if isinstance(f, dict)][::-1][:_BACKTRACE_SHOWN]
+    kind, message = str(payload.get("type", "?")), str(payload.get("message", ""))
+    fields: dict[str, Any] = {"runtime": "cpython", "exceptionType": kind, "exceptionMessage": message,
+                              "threadName": payload.get("thread")}
+    where = ""
+    if frames:
+        top = frames[0]
+        fields.update(function=top.get("function"), sourceFile=top.get("file"), line=top.get("line"))
+        fields["locals"] = top.get("locals", {})
+        where = f" in {top.get('function')} ({os.path.basename(str(top.get('file')))}:{top.get('line')})"
+    fields["backtrace"] = frames
+    fields["text"] = f"Uncaught {kind}: {message}{where}"
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+class PythonIngest(TraceIngest):
+    """The Python tracer's batches of one process (and, being a TraceIngest, its native trace batches too: a
+    CPython process can have C functions hooked)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._open: dict[int, int] = {}  # enter seq -> event id, until the call ends
+
+    def on_py_batch(self, data: bytes) -> None:
+        try:
+            message = json.loads(data)
+        except ValueError:
+            log.warning("pid %d: a Python tracer batch is not JSON (%d bytes); dropped", self.pid, len(data))
+            return
+        if not isinstance(message, dict):
+            return
+        if "reply" in message:
+            if "error" in message:
+                log.warning("pid %d: the Python tracer refused command %s: %s", self.pid, message.get("reply"),
+                            message.get("error"))
+            return
+        threads = message.get("threads")
+        if threads:
+            self._name_threads([(int(tid), str(name)) for tid, name in threads])
+        for error in message.get("errors") or ():
+            log.warning("pid %d: Python tracer: %s", self.pid, error)
+        events = [event for event in message.get("events") or () if event[0] in _KINDS]
+        if events:
+            self._store(events)
+        dropped = int(message.get("dropped") or 0)
+        if dropped > self.dropped:
+            self.dropped = dropped
+            self.store_counters()
+
+    def _store(self, events: list[list[Any]]) -> None:
+        first = self.writer.reserve_ids(len(events))
+        table, session, pid, start, opened = self.table.slots, self.session, self.pid, self.start_ns, self._open
+        rows: list[tuple[Any, ...]] = []
+        for offset, event in enumerate(events):
+            kind, fid, ts, tid, seq, parent_seq, payload = event
+            eid = first + offset
+            parent = opened.get(parent_seq)
+            slot = table.get(fid)
+            func = slot.db_key if slot is not None else None
+            if kind == ENTER:
+                args = payload.get("args")
+                extra = {"resumed": True} if payload.get("resumed") else None
+                if "watches" in payload:
+                    extra = {**(extra or {}), "watchValues": payload["watches"]}
+                rows.append((eid, session, ts - start, int(EventKind.FUNCTION_ENTER), pid, tid, func, parent, None,
+                             None, None, None, None if args is None else _json(args),
+                             None if extra is None else _json(extra)))
+                opened[seq] = eid
+                if len(opened) > MAX_OPEN_CALLS:
+                    del opened[next(iter(opened))]
+            elif kind in (RETURN, UNWIND):
+                opened.pop(payload.get("enter"), None)
+                extra = {}
+                retval = None
+                if kind == UNWIND:
+                    extra["exception"] = payload.get("exception")
+                elif "yielded" in payload:
+                    extra["yielded"] = True
+                    retval = _json(payload["yielded"])
+                else:
+                    retval = _json(payload.get("return"))
+                if "watches" in payload:
+                    extra["watchValues"] = payload["watches"]
+                rows.append((eid, session, ts - start, int(EventKind.FUNCTION_EXIT), pid, tid, func, parent,
+                             payload.get("duration"), retval, None, None, None, _json(extra) if extra else None))
+            else:
+                rows.append((eid, session, ts - start, int(EventKind.CRASH), pid, tid, None, None, None, None, None,
+                             None, None, _json(crash_fields(payload))))
+        self.writer.wait_for_room(MAX_PENDING_ROWS)
+        self.writer.submit_identified(session, first, rows)
+        self.events += len(rows)

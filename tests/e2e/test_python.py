@@ -1,0 +1,121 @@
+"""Python tracing end to end over MCP: a real interpreter (3.11, 3.12, 3.13: whichever this machine has) runs a
+small project; its functions are selected by dotted name, file and project, before launch and on the live
+process, with arguments, return values, exceptions, generators and an uncaught exception's crash event."""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Control, StrobeClient, poll
+from tests.instrument.pytracer.runner import interpreters
+
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
+
+APP = Path(__file__).parent.parent / "targets" / "python_app"
+PYTHONS = interpreters()
+
+
+@pytest.fixture
+def shop(project: Path) -> Path:
+    shutil.copytree(APP, project, dirs_exist_ok=True)
+    return project
+
+
+async def launch(client: StrobeClient, python: str, shop: Path, control: Control) -> str:
+    launched = await client.call("debug_launch", command=python, args=["app.py", str(control.directory)],
+                                 projectRoot=str(shop), cwd=str(shop))
+    sid: str = launched["sessionId"]
+
+    async def ready() -> bool | None:
+        page = await client.call("debug_query", sessionId=sid, eventType="stdout")
+        return True if any(e["text"] == "ready\n" for e in page["events"]) else None
+
+    await poll(ready, 30, "the Python target to be ready")
+    return sid
+
+
+async def traced(client: StrobeClient, sid: str, count: int) -> list[dict[str, Any]]:
+    """The session's function events once there are at least `count` (the tracer flushes every few ms)."""
+
+    async def enough() -> list[dict[str, Any]] | None:
+        events = await client.all_events(sid, verbose=True)
+        found = [e for e in events if e["eventType"] in ("function_enter", "function_exit")]
+        return found if len(found) >= count else None
+
+    return await poll(enough, 30, f"{count} function events")
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+async def test_runtime_patterns_arguments_returns_exceptions(
+    strobe: StrobeClient, python: str, shop: Path, control: Control
+) -> None:
+    sid = await launch(strobe, python, shop, control)
+    added = await strobe.call("debug_trace", sessionId=sid, add=["shop.cart.Cart.*", "shop.cart.checkout"])
+    assert added["warnings"] == [], added
+    assert added["hookedFunctions"] == 3  # Cart.add, Cart.total, checkout (Cart's generated methods have no source)
+
+    await control.round(strobe, sid)
+    events = await traced(strobe, sid, 2 * (1 + 4 + 1))
+    assert Counter((e["function"], e["eventType"]) for e in events) == {
+        ("shop.cart.checkout", "function_enter"): 1, ("shop.cart.checkout", "function_exit"): 1,
+        ("shop.cart.Cart.add", "function_enter"): 4, ("shop.cart.Cart.add", "function_exit"): 4,
+        ("shop.cart.Cart.total", "function_enter"): 1, ("shop.cart.Cart.total", "function_exit"): 1,
+    }
+    checkout = next(e for e in events if e["function"] == "shop.cart.checkout" and e["eventType"] == "function_enter")
+    assert checkout["argumentNames"] == ["owner", "names"]
+    assert checkout["arguments"] == ["user1", ["apple", "pear", "fig", "kiwi"]]
+    assert checkout["sourceFile"] == str(shop / "shop" / "cart.py") and checkout["functionRaw"] == "checkout"
+    adds = [e for e in events if e["function"] == "shop.cart.Cart.add"]
+    enters = [e for e in adds if e["eventType"] == "function_enter"]
+    assert all(e["parentEventId"] == checkout["id"] for e in enters)
+    assert enters[0]["argumentNames"] == ["self", "item"]
+    assert enters[0]["arguments"][1] == {"__type__": "shop.cart.Item", "name": "apple", "price": 10}
+    exits = [e for e in adds if e["eventType"] == "function_exit"]
+    assert [e.get("returnValue") for e in exits[:3]] == [1, 2, 3] and exits[0]["returnType"] == "int"
+    assert exits[3]["exception"] == {"type": "ValueError", "message": "cart of user1 is full", "line": 22}
+    assert "returnValue" not in exits[3]
+    total = next(e for e in events if e["function"] == "shop.cart.Cart.total" and e["eventType"] == "function_exit")
+    assert total["returnValue"] == 72.0 and total["returnType"] == "float" and total["durationNs"] > 0
+
+    # Removed on the live process: the next round records only checkout.
+    removed = await strobe.call("debug_trace", sessionId=sid, remove=["shop.cart.Cart.*"])
+    assert removed["hookedFunctions"] == 1
+    await control.round(strobe, sid)
+    events = await traced(strobe, sid, 12 + 2)
+    assert Counter(e["function"] for e in events[12:]) == {"shop.cart.checkout": 2}
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+async def test_pending_patterns_and_uncaught_exception(
+    strobe: StrobeClient, python: str, shop: Path, control: Control
+) -> None:
+    staged = await strobe.call("debug_trace", add=["shop.cart.prices", "@file:app.py"])
+    assert staged["mode"] == "pending"
+    sid = await launch(strobe, python, shop, control)
+    events = await traced(strobe, sid, 1)  # serve() was entered before "ready": hooked before __main__ ran
+    assert events[0]["function"] == "app.serve" and events[0]["argumentNames"] == ["control"]
+
+    await control.round(strobe, sid)
+    events = await traced(strobe, sid, 1 + 2 * 4)
+    prices = [e for e in events if e["function"] == "shop.cart.prices"]
+    assert [(e["eventType"], e.get("returnValue")) for e in prices] == [
+        ("function_enter", None), ("function_exit", 10), ("function_enter", None), ("function_exit", 20),
+        ("function_enter", None), ("function_exit", 30), ("function_enter", None), ("function_exit", None)]
+    assert [e.get("yielded") for e in prices if e["eventType"] == "function_exit"] == [True, True, True, None]
+    assert [e.get("resumed") for e in prices if e["eventType"] == "function_enter"] == [None, True, True, True]
+
+    (control.directory / "crash").touch()
+    await strobe.wait_for_status(sid, "exited", 30)
+    crash = await strobe.call("debug_query", sessionId=sid, eventType="crash")
+    assert crash["totalCount"] == 1, crash
+    event = crash["events"][0]
+    assert event["exceptionType"] == "RuntimeError" and event["exceptionMessage"] == "order 1 cannot ship (2 pending)"
+    assert event["function"] == "explode" and event["sourceFile"] == str(shop / "shop" / "cart.py")
+    assert event["locals"] == {"order_id": 1, "pending": [1, 2]}
+    assert [f["function"] for f in event["backtrace"]] == ["explode", "serve", "<module>"]
+    assert event["threadName"] == "MainThread"
