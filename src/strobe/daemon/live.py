@@ -19,6 +19,7 @@ from strobe.daemon.argtypes import ArgumentTypes
 from strobe.daemon.ingest import IngestWorker, SlotTable
 from strobe.daemon.memory import SessionPolls, snapshot_row
 from strobe.daemon.process import ProcessImage, TracedProcess
+from strobe.daemon.runtimes.cpython import is_reply, tracer_state
 from strobe.daemon.tracing import SessionTrace
 from strobe.daemon.watches import Watch, WatchSpec
 from strobe.instrument.protocol import (
@@ -137,6 +138,9 @@ class LiveSession:
 
     def on_py_batch(self, pid: int, data: bytes) -> None:
         process = self.processes.get(pid)
+        if process is not None and is_reply(data):
+            tracer_state(process.handle).resolve(data)
+            return
         on_batch = getattr(process.ingest, "on_py_batch", None) if process is not None else None
         if on_batch is None:
             log.info("session %s: a Python tracer batch from pid %d, which is not traced as Python", self.record.id,
@@ -153,8 +157,8 @@ class LiveSession:
         else:
             log.info("session %s: pid %d: Python tracer %s", self.record.id, pid, state.state)
         process = self.processes.get(pid)
-        tracer = getattr(process.handle, "runtime_state", None) if process is not None else None
-        if tracer is not None and hasattr(tracer, "state"):
+        if process is not None:
+            tracer = tracer_state(process.handle)
             tracer.state, tracer.error = state.state, state.error
 
     def on_sampling_change(self, pid: int, change: SamplingStateChange) -> None:

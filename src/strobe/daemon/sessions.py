@@ -335,7 +335,7 @@ class SessionManager:
                 if not process.hooked and not process.is_root:
                     continue
                 try:
-                    await self.services.worker.run(functools.partial(process.handle.flush, FLUSH_TIMEOUT_S))
+                    await process.image.runtime.flush(self.services.worker.run, process.handle, FLUSH_TIMEOUT_S)
                 except FridaAttachFailed as exc:
                     log.info("session %s: no flush of pid %d (%s); querying what is stored", session_id,
                              process.pid, exc)

@@ -109,6 +109,11 @@ class Runtime(ABC):
         """Unhook `remove` (function slots), then hook `add` ((slot, function) pairs). Returns the slots that
         could not be hooked, with why. Raises instrument.launcher.ProcessGone if the process went away."""
 
+    @abstractmethod
+    async def flush(self, run: Run[Any], handle: AgentHandle, timeout: float) -> None:
+        """Have the process send every event recorded so far (they are delivered, not yet ingested, on return).
+        Raises FridaAttachFailed when the process is gone."""
+
     async def prepare(self, run: Run[Any], handle: AgentHandle, depth: int) -> list[str]:
         """Once per new image (spawn, exec), after its hooks are planned and before it is resumed: what the runtime
         sets up in the process (CPython: installs the tracer, with the targets `apply_hooks` gave it so far).

@@ -12,11 +12,14 @@ Its targets go in the install config; later changes are `targets` commands on it
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import re
+import threading
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,18 +126,59 @@ def python_type(value: Any) -> str:
     return "object"
 
 
+def is_reply(data: bytes) -> bool:
+    """Whether a tracer message is a command's reply (`{"v":1,"pid":N,"reply":...`), not a batch."""
+    return data.find(b'"reply":', 0, 48) != -1
+
+
 @dataclass
 class PythonTracerState:
-    """What the host knows of one interpreter's tracer (kept on its agent handle, `runtime_state`)."""
+    """What the host knows of one interpreter's tracer (kept on its agent handle, `runtime_state`), and the
+    commands waiting for their reply (resolved on Frida's thread, by `resolve`)."""
 
     targets: dict[int, dict[str, object]] = field(default_factory=dict)  # slot -> the tracer's target
     state: str = "new"  # new (not set up yet) | waiting (for Py_RunMain) | installed | unsupported
     error: str | None = None
     commands: int = 0
+    waiting: dict[int, Future[dict[str, Any]]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def command(self, name: str, **fields: object) -> str:
-        self.commands += 1
-        return json.dumps({"cmd": name, "id": self.commands, **fields}, separators=(",", ":"))
+        """A command whose reply nobody waits for."""
+        with self.lock:
+            self.commands += 1
+            number = self.commands
+        return json.dumps({"cmd": name, "id": number, **fields}, separators=(",", ":"))
+
+    async def request(self, run: Run[Any], handle: AgentHandle, timeout: float, name: str,
+                      **fields: object) -> dict[str, Any]:
+        """Send a command and wait for its reply. Raises TimeoutError when none came in time (the tracer is
+        not installed yet, or the interpreter holds its GIL elsewhere for that long)."""
+        reply: Future[dict[str, Any]] = Future()
+        with self.lock:
+            self.commands += 1
+            number = self.commands
+            self.waiting[number] = reply
+        try:
+            line = json.dumps({"cmd": name, "id": number, **fields}, separators=(",", ":"))
+            await run(lambda: handle.py_command(line))
+            return await asyncio.wait_for(asyncio.wrap_future(reply), timeout)
+        finally:
+            with self.lock:
+                self.waiting.pop(number, None)
+
+    def resolve(self, data: bytes) -> None:
+        try:
+            message = json.loads(data)
+        except ValueError:
+            return
+        number = message.get("reply") if isinstance(message, dict) else None
+        with self.lock:
+            reply = self.waiting.pop(number, None) if isinstance(number, int) else None
+        if reply is not None and not reply.done():
+            reply.set_result(message)
+        elif isinstance(message, dict) and "error" in message:
+            log.warning("pid %s: the Python tracer refused a command: %s", message.get("pid"), message["error"])
 
 
 def tracer_state(handle: AgentHandle) -> PythonTracerState:
@@ -196,6 +240,15 @@ class CPythonRuntime(NativeRuntime):
             command = tracer.command("targets", targets=list(tracer.targets.values()))
             await run(lambda: handle.py_command(command))
         return failed
+
+    async def flush(self, run: Run[Any], handle: AgentHandle, timeout: float) -> None:
+        await super().flush(run, handle, timeout)
+        tracer = tracer_state(handle)
+        if tracer.state == "installed":
+            try:
+                await tracer.request(run, handle, timeout, "flush")
+            except TimeoutError:
+                log.info("pid %d: the Python tracer did not flush within %.1f s", handle.pid, timeout)
 
     async def prepare(self, run: Run[Any], handle: AgentHandle, depth: int) -> list[str]:
         tracer = tracer_state(handle)

@@ -58,6 +58,9 @@ class NativeRuntime(Runtime):
                                                       hot_calls_per_second, sample_every))
         return {failure.id: failure.error for failure in reply.failed}
 
+    async def flush(self, run: Run[Any], handle: AgentHandle, timeout: float) -> None:
+        await run(lambda: handle.flush(timeout))
+
     async def apply_watches(self, run: Run[Any], handle: AgentHandle, message: dict[str, object]) -> WatchesUpdated:
         reply: WatchesUpdated = await run(lambda: handle.set_watches(message))
         return reply

@@ -35,7 +35,7 @@ def prices(cart: Cart):
 def checkout(owner: str, names: list[str]) -> float:
     cart = Cart(owner)
     for n, name in enumerate(names):
-        try:
+        try:  # noqa: SIM105 - a plain handler: the program must not differ in what the test counts
             cart.add(Item(name, 10 * (n + 1)))
         except ValueError:
             pass
