@@ -4,7 +4,9 @@ process, with arguments, return values, exceptions, generators and an uncaught e
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -117,3 +119,56 @@ async def test_pending_patterns_and_uncaught_exception(
     assert event["locals"] == {"order_id": 1, "pending": [1, 2]}
     assert [f["function"] for f in event["backtrace"]] == ["explode", "serve", "<module>"]
     assert event["threadName"] == "MainThread"
+
+
+def _pyenv_version(prefix: str) -> str | None:
+    root = Path(os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv")))
+    versions = sorted(p.name for p in (root / "versions").glob(f"{prefix}.*")) if (root / "shims").is_dir() else []
+    return versions[-1] if versions else None
+
+
+def _launch_forms() -> list[Any]:
+    forms: list[Any] = [pytest.param("module", id="python -m app"), pytest.param("venv", id="a venv's python"),
+                        pytest.param("shebang", id="#!/usr/bin/env python3 script")]
+    reason = None if _pyenv_version("3.12") else "no pyenv with a 3.12 here"
+    forms.append(pytest.param("pyenv", id="a pyenv shim", marks=[pytest.mark.skipif(reason is not None,
+                                                                                     reason=reason or "")]))
+    return forms
+
+
+@pytest.mark.parametrize("form", _launch_forms())
+async def test_launch_forms(strobe: StrobeClient, form: str, shop: Path, control: Control) -> None:
+    """The ways a developer starts a Python program; each is traced from its first line (pending patterns)."""
+    python = shutil.which("python3")
+    assert python is not None
+    control_dir = str(control.directory)
+    if form == "module":
+        command, args, expect = python, ["-m", "app", control_dir], None
+    elif form == "venv":
+        subprocess.run([os.path.realpath(python), "-m", "venv", "--without-pip", str(shop / ".venv")], check=True)
+        command, args, expect = ".venv/bin/python", ["app.py", control_dir], str(shop / ".venv" / "bin" / "python")
+    elif form == "shebang":
+        script = shop / "run.py"
+        script.write_text("#!/usr/bin/env python3\nimport sys\nfrom app import serve\nserve(sys.argv[1])\n")
+        script.chmod(0o755)
+        command, args, expect = str(script), [control_dir], str(script)
+    else:
+        version = _pyenv_version("3.12")
+        (shop / ".python-version").write_text(f"{version}\n")
+        command, args, expect = "python3", ["app.py", control_dir], None
+        root = Path(os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv")))
+        command = str(root / "shims" / "python3")
+    await strobe.call("debug_trace", add=["app.serve", "shop.cart.checkout"])
+    launched = await strobe.call("debug_launch", command=command, args=args, projectRoot=str(shop), cwd=str(shop))
+    sid = launched["sessionId"]
+    await control.round(strobe, sid)
+    events = await traced(strobe, sid, 3)
+    assert [(e["function"], e["eventType"]) for e in events[:3]] == [
+        ("app.serve", "function_enter"), ("shop.cart.checkout", "function_enter"),
+        ("shop.cart.checkout", "function_exit")]
+    sessions = {s["sessionId"]: s for s in (await strobe.call("debug_list_sessions"))["sessions"]}
+    if expect is not None:
+        assert sessions[sid]["binaryPath"] == expect
+    if form == "pyenv":
+        assert f"/versions/{_pyenv_version('3.12')}/" in sessions[sid]["binaryPath"]
+    await strobe.call("debug_stop", sessionId=sid)

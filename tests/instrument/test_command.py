@@ -269,3 +269,44 @@ def test_executable_without_shebang_has_no_prefix(root: Path) -> None:
     exe = make_script(root / "data", "just text\n")
     assert stat.S_IMODE(exe.stat().st_mode) & 0o111
     assert resolve_command(str(exe), [], None, str(root)).argv == [str(exe)]
+
+
+# ---- pyenv shims ---------------------------------------------------------------------------------
+
+
+def fake_pyenv(tmp_path: Path, target: Path) -> Path:
+    """A pyenv root whose `pyenv which NAME` prints `target` where a .python-version file is (like pyenv, which
+    reads it from the current directory up), and fails elsewhere; returns its python3 shim, written the way pyenv
+    writes shims."""
+    pyenv_root = tmp_path / "pyenv"
+    make_script(pyenv_root / "libexec" / "pyenv",
+                '#!/bin/sh\n[ "$1" = which ] || exit 2\n'
+                f'[ -f .python-version ] && echo {target} && exit 0\n'
+                'echo "pyenv: $2: command not found" >&2\nexit 127\n')
+    return make_script(pyenv_root / "shims" / "python3",
+                       '#!/usr/bin/env bash\nset -e\nprogram="${0##*/}"\n'
+                       f'export PYENV_ROOT="{pyenv_root}"\n'
+                       f'exec "{pyenv_root}/libexec/pyenv" exec "$program" "$@"\n')
+
+
+def test_pyenv_shim_command_runs_what_it_selects(root: Path, tmp_path: Path) -> None:
+    interpreter = make_binary(tmp_path / "versions" / "3.12.1" / "bin" / "python3")
+    shim = fake_pyenv(tmp_path, interpreter)
+    (root / ".python-version").write_text("3.12.1\n")
+    resolved = resolve_command(str(shim), ["app.py", "-v"], str(root), str(root))
+    assert resolved == ResolvedCommand([str(interpreter), "app.py", "-v"], str(interpreter), str(root))
+
+
+def test_pyenv_shim_in_a_shebang(root: Path, tmp_path: Path) -> None:
+    interpreter = make_binary(tmp_path / "versions" / "3.12.1" / "bin" / "python3")
+    shim = fake_pyenv(tmp_path, interpreter)
+    (root / ".python-version").write_text("3.12.1\n")
+    script = make_script(root / "tool.py", f"#!{shim} -u\nprint('hi')\n")
+    assert resolve_command(str(script), [], None, str(root)).argv == [str(interpreter), "-u", str(script)]
+
+
+def test_pyenv_shim_that_selects_nothing(root: Path, tmp_path: Path) -> None:
+    shim = fake_pyenv(tmp_path, make_binary(tmp_path / "versions" / "3.12.1" / "bin" / "python3"))
+    message = validation_error(str(shim), [], str(root), str(root))
+    assert "is a pyenv shim that runs nothing" in message and "python3: command not found" in message
+    assert "pyenv local" in message and "pass the real interpreter" in message

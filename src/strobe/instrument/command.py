@@ -6,14 +6,19 @@ Frida neither searches PATH nor runs shebang scripts, so both are resolved here.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from strobe.errors import ValidationError
 
 _ELF_MAGIC = b"\x7fELF"
+_PYENV_EXEC = re.compile(r'^exec "([^"]+/libexec/pyenv)" exec ', re.MULTILINE)  # the line every pyenv shim ends with
+_SHIM_MAX_BYTES = 4096
+_SHIM_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -39,7 +44,10 @@ def resolve_command(command: str, args: list[str], cwd: str | None, project_root
         raise ValidationError("command is empty: pass the path of the executable to launch.")
     path = _find_executable(command, work_dir or root)
     run_dir = work_dir or path.parent
-    argv = [*_interpreter_prefix(path), str(path), *args]
+    shimmed = _pyenv_target(path, run_dir)
+    if shimmed is not None:  # the shim's own helpers (bash, pyenv, ...) are skipped, not followed
+        return ResolvedCommand(argv=[str(shimmed), *args], binary_path=str(shimmed), cwd=str(run_dir))
+    argv = [*_interpreter_prefix(path, run_dir), str(path), *args]
     return ResolvedCommand(argv=argv, binary_path=str(path), cwd=str(run_dir))
 
 
@@ -80,7 +88,37 @@ def _check_executable(path: Path, command: str) -> Path:
     return path
 
 
-def _interpreter_prefix(path: Path) -> list[str]:
+def _pyenv_target(path: Path, cwd: Path) -> Path | None:
+    """What a pyenv shim runs from `cwd` (its .python-version, else pyenv's global version), as `pyenv which`
+    says; None when `path` is not a pyenv shim. A shim is a bash script that execs several helpers before the
+    interpreter: following each of them costs seconds."""
+    try:
+        if path.stat().st_size > _SHIM_MAX_BYTES:
+            return None
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    found = _PYENV_EXEC.search(text)
+    if found is None:
+        return None
+    pyenv = found.group(1)
+    env = {**os.environ, "PYENV_ROOT": str(Path(pyenv).parent.parent)}
+    try:
+        result = subprocess.run([pyenv, "which", path.name], cwd=cwd, capture_output=True, text=True,
+                                timeout=_SHIM_TIMEOUT_S, env=env)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ValidationError(f"{path} is a pyenv shim, and `{pyenv} which {path.name}` failed: {exc}. Pass the "
+                              "real interpreter (e.g. ~/.pyenv/versions/3.12.1/bin/python3.12) as command.") from exc
+    target = result.stdout.strip()
+    if result.returncode != 0 or not target:
+        said = " ".join(result.stderr.split())[:400]
+        raise ValidationError(f"{path} is a pyenv shim that runs nothing from {cwd}: pyenv says \"{said}\". Select a "
+                              "version (a .python-version file, `pyenv local`/`pyenv global`) or pass the real "
+                              "interpreter as command.")
+    return Path(target)
+
+
+def _interpreter_prefix(path: Path, cwd: Path) -> list[str]:
     """`#!/usr/bin/env python3 -u` scripts run through their interpreter, resolved to a real binary."""
     try:
         with path.open("rb") as handle:
@@ -101,11 +139,14 @@ def _interpreter_prefix(path: Path) -> list[str]:
         if found is None:
             raise ValidationError(f"The interpreter '{parts[0]}' named by {path}'s '#!' line is not on PATH.")
         parts[0] = found
-    return [str(_real_interpreter(Path(parts[0]))), *parts[1:]]
+    return [str(_real_interpreter(Path(parts[0]), cwd)), *parts[1:]]
 
 
-def _real_interpreter(path: Path) -> Path:
-    """Follow a script interpreter (e.g. a pyenv shim) to a binary when it is itself a script."""
+def _real_interpreter(path: Path, cwd: Path) -> Path:
+    """A script's interpreter as a binary: a pyenv shim is followed to what it runs."""
+    shimmed = _pyenv_target(path, cwd)
+    if shimmed is not None:
+        return shimmed
     resolved = path.resolve()
     try:
         with resolved.open("rb") as handle:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
+
 from strobe.instrument.command import resolve_command
 from strobe.mcp import wire
 from strobe.mcp.models import DeleteSessionRequest, LaunchRequest, ListSessionsRequest, StopRequest
@@ -12,7 +14,8 @@ from strobe.mcp.registry import Tool, ToolContext
 
 async def launch(ctx: ToolContext, req: LaunchRequest) -> dict[str, Any]:
     settings = ctx.settings.for_project(req.projectRoot)
-    command = resolve_command(req.command, req.args, req.cwd, req.projectRoot)
+    command = await anyio.to_thread.run_sync(  # reads files; a pyenv shim is asked what it runs
+        lambda: resolve_command(req.command, req.args, req.cwd, req.projectRoot))
     pending = len(ctx.manager.pending_patterns)
     launched = await ctx.manager.launch(command, req.projectRoot, req.env, settings)
     sid = launched.session_id
