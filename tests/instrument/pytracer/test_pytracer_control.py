@@ -42,12 +42,12 @@ def test_targets_eval_watches_and_stop_on_a_live_process(python: str, tmp_path: 
         assert values["__main__.settings.retries"] == 3 and values["__main__.settings.timeout"] == 30
         assert values["__main__.Settings.timeout"] == 30 and values["os.sep"] == "/"
         assert values["__main__.settings.expensive"] == {
-            "error": "`__main__.settings.expensive` is a property: not read (it would run code)"}
-        assert values["__main__.settings.missing"] == {"error": "`__main__.settings` has no attribute `missing`"}
-        assert "no loaded module named `nowhere`" in values["nowhere.x"]["error"]
+            "__error__": "`__main__.settings.expensive` is a property: not read (it would run code)"}
+        assert values["__main__.settings.missing"] == {"__error__": "`__main__.settings` has no attribute `missing`"}
+        assert "no loaded module named `nowhere`" in values["nowhere.x"]["__error__"]
         for invalid in ("__main__.step(1)", "a..b"):
-            assert "not a dotted name" in values[invalid]["error"]
-            assert "accepted: a dotted chain of identifiers" in values[invalid]["error"]
+            assert "not a dotted name" in values[invalid]["__error__"]
+            assert "accepted: a dotted chain of identifiers" in values[invalid]["__error__"]
         reply = session.command({"cmd": "watches", "watches": [
             {"id": 1, "expr": "__main__.counter"}, {"id": 2, "expr": "__main__.settings.expensive"},
             {"id": 3, "expr": "not valid!"}]})
@@ -68,7 +68,7 @@ def test_targets_eval_watches_and_stop_on_a_live_process(python: str, tmp_path: 
     assert alpha_2[5] == -1 and alpha_3[5] == beta_3[4]  # beta was not a target during step two
     assert "watches" not in alpha_2[6]
     assert beta_3[6]["watches"] == {"1": 3, "2": {
-        "error": "`__main__.settings.expensive` is a property: not read (it would run code)"}}
+        "__error__": "`__main__.settings.expensive` is a property: not read (it would run code)"}}
     alpha_return = next(e for e in alpha_events if e[0] == RETURN and e[6]["enter"] == alpha_3[4])
     assert alpha_return[6]["watches"]["1"] == 6  # read again when alpha returned
 

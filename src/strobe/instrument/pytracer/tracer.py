@@ -11,6 +11,7 @@ private module `_strobe_tracer` (`strobe.instrument.pytracer.source()` gives the
 `{"v": 1, "pid": p, "reply": id, ...}`. Events are lists `[kind, fid, ts_ns, tid, seq, parent_seq, payload]`
 (kind 1 enter, 2 return or yield, 3 unwind, 9 uncaught exception); `control_fd` carries newline-delimited JSON
 commands (targets, depth, watches, eval, flush, stop), which `Tracer.command(dict)` also applies directly.
+A watched or evaluated value that cannot be read is `{"__error__": why}` (reprs.py never renders that key).
 
 3.12+ uses sys.monitoring: PY_START discovers code objects, untargeted ones are DISABLEd after one callback,
 targets get per-code local events. 3.11 uses sys.settrace + threading.settrace.
@@ -245,9 +246,9 @@ class Tracer:
             try:
                 values[key] = self._render(read_chain(parts))
             except ChainError as exc:
-                values[key] = {"error": str(exc)}
+                values[key] = {"__error__": str(exc)}
             except Exception as exc:
-                values[key] = {"error": "unreadable: " + tname(type(exc))}
+                values[key] = {"__error__": "unreadable: " + tname(type(exc))}
         return values
 
     # ---- targets ----
@@ -400,9 +401,9 @@ class Tracer:
             try:
                 values.append([expr, self._render(read_chain(parse_chain(expr)))])
             except ChainError as exc:
-                values.append([expr, {"error": str(exc)}])
+                values.append([expr, {"__error__": str(exc)}])
             except Exception as exc:
-                values.append([expr, {"error": "unreadable: " + tname(type(exc))}])
+                values.append([expr, {"__error__": "unreadable: " + tname(type(exc))}])
         return values
 
     # ---- uncaught exceptions ----
