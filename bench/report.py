@@ -12,6 +12,9 @@ TARGET_LAUNCH_S = 1.0
 TARGET_FIRST_HOOK_COLD_S = 5.0
 TARGET_FIRST_HOOK_CACHED_S = 0.3
 TARGET_RSS_MB = 300
+TARGET_PY_UNTRACED_SLOWDOWN_PCT = 5
+TARGET_PY_VS_VIZTRACER = 1.0
+TARGET_PY_EVENTS_PER_S = 200_000
 
 
 def _verdict(name: str, value: float | None, target: float, better: str, unit: str) -> dict[str, Any]:
@@ -50,6 +53,7 @@ def verdicts(results: dict[str, Any]) -> list[dict[str, Any]]:
                     continue
                 out.append(_verdict(f"debug_query p50 at {int(size):,} events: {query}", timing["p50_ms"],
                                     TARGET_QUERY_P50_MS, "lower", "ms"))
+    out += _python_verdicts(results.get("python", {}))
     launch = results.get("launch")
     if launch:
         out.append(_verdict("debug_launch response (warm)", launch["warm_median_s"], TARGET_LAUNCH_S, "lower", "s"))
@@ -60,6 +64,60 @@ def verdicts(results: dict[str, Any]) -> list[dict[str, Any]]:
         out.append(_verdict("first hook, large binary, cached", symbols.get("first_hook_cached_s"),
                             TARGET_FIRST_HOOK_CACHED_S, "lower", "s"))
     return out
+
+
+def _python_verdicts(python: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per target interpreter (3.12+; 3.11 is shown in the table for information only)."""
+    out: list[dict[str, Any]] = []
+    for version, figures in python.get("interpreters", {}).items():
+        if figures["role"] != "target":
+            continue
+        name = f"Python {version}:"
+        out.append(_verdict(f"{name} untraced call slowdown, one other traced", figures["untraced_function"][
+            "slowdown_pct"], TARGET_PY_UNTRACED_SLOWDOWN_PCT, "lower", "%"))
+        peers = figures["per_call_ns"]
+        strobe, viztracer = peers.get("strobe"), peers.get("viztracer")
+        if isinstance(viztracer, float) and isinstance(strobe, float) and viztracer > 0:
+            out.append(_verdict(f"{name} Strobe / viztracer per traced call", strobe / viztracer,
+                                TARGET_PY_VS_VIZTRACER, "lower", "x"))
+        else:
+            row = _verdict(f"{name} Strobe / viztracer per traced call", None, TARGET_PY_VS_VIZTRACER, "lower", "x")
+            row["note"] = f"not measured: viztracer {viztracer}" if isinstance(viztracer, str) else row["note"]
+            out.append(row)
+        sustained = figures["sustained"]
+        out.append(_verdict(f"{name} sustained events/s into the store", sustained["events_per_s"],
+                            TARGET_PY_EVENTS_PER_S, "higher", "events/s"))
+        out.append(_verdict(f"{name} events unaccounted for (silent loss)", sustained["unaccounted"], 0, "lower",
+                            "events"))
+    return out
+
+
+def _python_table(python: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    if python.get("missing"):
+        lines.append("Python: no interpreter found for " + ", ".join(python["missing"]))
+    for figures in python.get("interpreters", {}).values():
+        lines.append(f"Python {figures['version']} ({figures['role']}; {figures['python']}):")
+        untraced = figures["untraced_function"]
+        lines.append(f"  untraced call: {_fmt(untraced['untraced_ns_per_call'])} ns plain, "
+                     f"{_fmt(untraced['strobe_ns_per_call'])} ns under Strobe with one other function traced "
+                     f"({untraced['slowdown_pct']:+.1f}%)")
+        lines.append(f"  per traced call (wall / thread CPU, ns) and calls recorded of {figures['expected_calls']:,}:")
+        recorded = figures["recorded_calls"]
+        for peer, wall in figures["per_call_ns"].items():
+            cpu = figures["per_call_thread_cpu_ns"][peer]
+            kept = recorded.get(peer)
+            measured = f"{_fmt(wall)} / {_fmt(cpu)}" if isinstance(wall, float) else str(wall)
+            if isinstance(kept, int):
+                measured += f"   {kept:,}"
+            if peer == "strobe":
+                measured += f" ({recorded['strobe_dropped_events']:,} events dropped)"
+            lines.append(f"    {peer:<24} {measured}")
+        sustained = figures["sustained"]
+        lines.append(f"  sustained: stored {sustained['stored_events']:,}, dropped {sustained['dropped_events']:,}, "
+                     f"unaccounted {sustained['unaccounted']:,} of {sustained['produced_events']:,} produced "
+                     f"(offered {sustained['offered_events_per_s']:,}/s); {_fmt(sustained['events_per_s'])} events/s")
+    return lines
 
 
 def _fmt(value: Any) -> str:
@@ -90,6 +148,7 @@ def table(results: dict[str, Any]) -> str:
         lines.append(f"debug_launch: {_fmt(launch['warm_median_s'] * 1000)} ms warm (max "
                      f"{_fmt(launch['warm_max_s'] * 1000)}), {_fmt(launch['cold_cache_s'] * 1000)} ms with a cold "
                      "agent cache")
+    lines += _python_table(results.get("python", {}))
     symbols = results.get("symbols")
     if symbols:
         lines.append("Function index: " + ", ".join(f"{k} {_fmt(v)}" for k, v in symbols.items()))
