@@ -171,8 +171,8 @@ class FakeImages(ImageLoader):
         future.set_result(None)
         return future
 
-    def load(self, binary: str, modules: list[ModuleInfo], preloaded: asyncio.Future[Any] | None = None
-             ) -> ProcessImage:
+    def load(self, binary: str, modules: list[ModuleInfo], project_root: str,
+             preloaded: asyncio.Future[Any] | None = None) -> ProcessImage:
         indexes = tuple(self.modules.get(binary, []))
         hold = self.hold
 

@@ -172,3 +172,46 @@ async def test_launch_forms(strobe: StrobeClient, form: str, shop: Path, control
     if form == "pyenv":
         assert f"/versions/{_pyenv_version('3.12')}/" in sessions[sid]["binaryPath"]
     await strobe.call("debug_stop", sessionId=sid)
+
+
+@pytest.mark.parametrize("python", PYTHONS[:1] + PYTHONS[-1:])
+async def test_reads_and_watches_of_python_globals(
+    strobe: StrobeClient, python: str, shop: Path, control: Control
+) -> None:
+    sid = await launch(strobe, python, shop, control)
+    await control.round(strobe, sid)
+    read = await strobe.call("debug_read", sessionId=sid, targets=[
+        {"variable": "shop.cart.settings"}, {"variable": "shop.cart.TAX_RATE"}, {"variable": "__main__.rounds_done"},
+        {"variable": "shop.cart.nothing"}, {"variable": "nowhere.x"}])
+    assert read["results"][:3] == [
+        {"target": "shop.cart.settings", "type": "dict", "value": {"currency": "EUR", "limits": {"items": 3}}},
+        {"target": "shop.cart.TAX_RATE", "type": "float", "value": 0.2},
+        {"target": "__main__.rounds_done", "type": "int", "value": 1}]
+    assert read["results"][3] == {"target": "shop.cart.nothing", "error": "`shop.cart` has no attribute `nothing`"}
+    assert "no loaded module named `nowhere`" in read["results"][4]["error"]
+
+    # Watches: read at each traced call, only in the functions they are scoped to.
+    watches = [{"variable": "__main__.rounds_done", "on": ["shop.cart.checkout"]},
+               {"variable": "shop.cart.TAX_RATE", "label": "tax"}]
+    traced_reply = await strobe.call("debug_trace", sessionId=sid, add=["shop.cart.checkout", "shop.cart.Cart.total"],
+                                     watches={"add": watches})
+    assert traced_reply["warnings"] == [] and len(traced_reply["activeWatches"]) == 2
+    await control.round(strobe, sid)
+    events = await traced(strobe, sid, 4)
+    checkout = [e for e in events if e["function"] == "shop.cart.checkout"]
+    total = [e for e in events if e["function"] == "shop.cart.Cart.total"]
+    assert [e["watchValues"] for e in checkout] == [{"__main__.rounds_done": 2, "tax": 0.2}] * 2
+    assert [e["watchValues"] for e in total] == [{"tax": 0.2}] * 2
+
+    # A poll samples into the timeline.
+    started = await strobe.call("debug_read", sessionId=sid, targets=[{"variable": "__main__.rounds_done"}],
+                                poll={"intervalMs": 50, "durationMs": 300})
+    assert started["polling"] is True and started["expectedSamples"] == 6
+
+    async def sampled() -> list[dict[str, Any]] | None:
+        page = await strobe.call("debug_query", sessionId=sid, eventType="variable_snapshot")
+        states = page.get("polls", [])
+        return page["events"] if states and states[0]["state"] == "complete" else None
+
+    snapshots = await poll(sampled, 30, "the Python poll to complete")
+    assert [s["values"] for s in snapshots] == [{"__main__.rounds_done": 2}] * 6

@@ -91,7 +91,8 @@ class Hooking:
         warnings: list[str] = []
         for slot, function in to_add:
             if slot in failed:
-                warnings.append(f"Could not hook {function.name}: {failed[slot]} (too small to hook, or not code).")
+                why = " (too small to hook, or not code)" if function.runtime == "native" else ""
+                warnings.append(f"Could not hook {function.name}: {failed[slot]}{why}.")
             else:
                 process.hooked[slot] = function
         native = [f for f in fresh if f.runtime == "native"]  # register plans come from DWARF
@@ -105,7 +106,7 @@ class Hooking:
         refused, by label; the session's watches become those it accepted."""
         hooked = [(slot, f.name, f.file) for slot, f in process.hooked.items()]
         assignment = assign(watches)
-        version = process.ingest.watches.add(WatchDecoder(assignment) if watches else None)
+        version = process.ingest.watches.add(WatchDecoder(assignment, hooked) if watches else None)
         message = agent_watches(assignment, hooked, version)
         try:
             reply = await process.image.runtime.apply_watches(self._services.worker.run, process.handle, message)

@@ -129,6 +129,8 @@ class WatchValues(Protocol):
 
     def js(self, values: Any) -> dict[str, Any]: ...
 
+    def python(self, wid: int, slot: int, value: Any) -> tuple[str, Any] | None: ...
+
 
 class WatchVersions:
     """The watch sets sent to a session's processes, by version. The host picks a version before it sends a set

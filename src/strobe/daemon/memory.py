@@ -57,6 +57,7 @@ class PreparedRead:
     error: str | None = None
     direct: bool = False  # a scalar of 1, 2, 4 or 8 bytes at a fixed address: the CModule can read it itself
     plain: Plain | None = None  # the bare JSON value of the bytes (watches show values without types)
+    python: str | None = None  # a Python global or attribute chain, read by the tracer (daemon/python_reads.py)
 
 
 Plain = Callable[[bytes, dict[str, str | None]], Any]

@@ -157,7 +157,9 @@ def agent_watches(
     js: list[dict[str, object]] = []
     for wid, watch in assignment.js:
         entry: dict[str, object] = {"id": wid, "label": watch.label, "funcs": scoped_slots(watch, hooked)}
-        if watch.read is not None:
+        if watch.read is not None and watch.read.python is not None:  # read by a Python tracer (runtimes/cpython)
+            entry["python"] = watch.read.python
+        elif watch.read is not None:
             entry["recipe"] = watch.read.recipe
         else:
             entry["expr"] = watch.expr
@@ -170,9 +172,21 @@ class WatchDecoder:
     raw 64-bit words (the low `size` bytes are the value), JS watches as {h: hex bytes, s: C strings},
     {v: an expression's value} or {e: why nothing was read}."""
 
-    def __init__(self, assignment: Assignment) -> None:
+    def __init__(self, assignment: Assignment, hooked: Sequence[tuple[int, str, str | None]] = ()) -> None:
         self._native = {slot: w for slot, w in assignment.native}
         self._js = {str(wid): w for wid, w in assignment.js}
+        self._python = {wid: (w.label, scoped_slots(w, hooked)) for wid, w in assignment.js
+                        if w.read is not None and w.read.python is not None}
+
+    def python(self, wid: int, slot: int, value: Any) -> tuple[str, Any] | None:
+        """A Python watch's (label, value) as read at a call of function `slot`; None when that function is
+        outside the watch's scope (the tracer reads every watch at every traced call)."""
+        found = self._python.get(wid)
+        if found is None or (found[1] is not None and slot not in found[1]):
+            return None
+        if isinstance(value, dict) and set(value) == {"__error__"}:
+            return found[0], {"error": value["__error__"]}
+        return found[0], value
 
     def native(self, mask: int, words: Sequence[int]) -> dict[str, Any]:
         out: dict[str, Any] = {}

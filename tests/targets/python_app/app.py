@@ -7,8 +7,11 @@ import time
 
 from shop import cart
 
+rounds_done = 0
+
 
 def serve(control: str) -> None:
+    global rounds_done
     done = 0
     print("ready", flush=True)
     while True:
@@ -16,6 +19,7 @@ def serve(control: str) -> None:
             cart.explode(done)
         if os.path.exists(os.path.join(control, f"round-{done + 1}")):
             done += 1
+            rounds_done = done
             total = cart.checkout(f"user{done}", ["apple", "pear", "fig", "kiwi"])
             print(f"total {total}", flush=True)
             print(f"round {done} done", flush=True)

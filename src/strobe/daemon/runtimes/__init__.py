@@ -1,8 +1,8 @@
 """The runtime registry: which runtimes Strobe can trace, and what a process runs.
 
-`RUNTIMES` maps a RuntimeKind to its Runtime (daemon/runtimes/base.py). A process always has native code;
-`detect_kind` also recognises the language runtimes the following issues add (CPython, Node, Bun). Until a
-kind has an entry here its processes are traced as native code (their interpreter's own functions).
+`RUNTIMES` maps a RuntimeKind to its Runtime (daemon/runtimes/base.py): native code and CPython (cpython.py,
+which traces the interpreter's native code too). `detect_kind` also recognises Node and Bun; until a kind has an
+entry here its processes are traced as native code (their interpreter's own functions).
 
 To add a runtime: write its host module next to native.py (a Runtime subclass) and its agent folder
 (agent/src/<kind>/, registered in agent/src/runtimes.ts), then add one entry to RUNTIMES below. Nothing in

@@ -26,11 +26,11 @@ from typing import Any
 
 from strobe.daemon.ingest import SlotTable, TraceIngest
 from strobe.daemon.runtimes.base import AgentHandle, Run, RuntimeKind, ValueRenderer
-from strobe.daemon.runtimes.cpython_ingest import PythonIngest
+from strobe.daemon.runtimes.cpython_ingest import WATCH_ID_STRIDE, PythonIngest
 from strobe.daemon.runtimes.native import NativeRuntime
 from strobe.daemon.symbols import SessionSymbols, TraceableFunction
 from strobe.instrument import pytracer
-from strobe.instrument.protocol import ModuleInfo
+from strobe.instrument.protocol import ModuleInfo, WatchError, WatchesUpdated
 from strobe.store.writer import Writer
 from strobe.symbols.index import FunctionInfo
 from strobe.symbols.patterns import Pattern
@@ -39,6 +39,7 @@ from strobe.symbols.python_index import HOST_VERSION, PythonFunction, PythonInde
 log = logging.getLogger(__name__)
 
 CPYTHON = RuntimeKind.CPYTHON.value
+COMMAND_TIMEOUT_S = 5.0  # a command's reply: the tracer's thread reads its pipe within milliseconds
 _VERSION = re.compile(r"^(?:lib)?python(\d)\.(\d+)")
 
 
@@ -137,6 +138,7 @@ class PythonTracerState:
     commands waiting for their reply (resolved on Frida's thread, by `resolve`)."""
 
     targets: dict[int, dict[str, object]] = field(default_factory=dict)  # slot -> the tracer's target
+    watches: list[dict[str, object]] = field(default_factory=list)  # for the install config
     state: str = "new"  # new (not set up yet) | waiting (for Py_RunMain) | installed | unsupported
     error: str | None = None
     commands: int = 0
@@ -236,10 +238,48 @@ class CPythonRuntime(NativeRuntime):
         for slot, function in python_add:
             tracer.targets[slot] = {"id": slot, "file": function.module, "line": function.runtime_address,
                                     "qualname": function.info.raw}
-        if tracer.state != "new":  # otherwise they go in the install config (prepare)
-            command = tracer.command("targets", targets=list(tracer.targets.values()))
+        targets = list(tracer.targets.values())
+        if tracer.state == "waiting":  # queued by the agent until the tracer is installed
+            command = tracer.command("targets", targets=targets)
             await run(lambda: handle.py_command(command))
-        return failed
+        elif tracer.state == "installed":  # in force when this returns: the next call sees the new targets
+            try:
+                reply = await tracer.request(run, handle, COMMAND_TIMEOUT_S, "targets", targets=targets)
+            except TimeoutError:
+                reply = {"error": f"the Python tracer did not confirm within {COMMAND_TIMEOUT_S:.0f} s (the "
+                                  "interpreter may hold its GIL in a long C call); it applies them when it can"}
+            if "error" in reply:
+                failed |= {slot: str(reply["error"]) for slot, _ in python_add}
+        return failed  # state "new": they go in the install config (prepare)
+
+    async def apply_watches(self, run: Run[Any], handle: AgentHandle, message: dict[str, object]) -> WatchesUpdated:
+        """Python watches (entries with "python") go to the tracer, read at every traced Python call; the others
+        to the native hooks."""
+        entries = message.get("js")
+        js = entries if isinstance(entries, list) else []
+        python = [e for e in js if "python" in e]
+        native = await super().apply_watches(run, handle, {**message, "js": [e for e in js if "python" not in e]})
+        tracer = tracer_state(handle)
+        if not python and tracer.state != "installed":
+            return native
+        version = message.get("version")
+        stride_base = (version if isinstance(version, int) else 0) * WATCH_ID_STRIDE
+        wanted = [{"id": stride_base + int(e["id"]), "expr": e["python"]} for e in python]
+        errors = list(native.errors)
+        if tracer.state == "new":  # set up with the tracer (prepare)
+            tracer.watches = wanted
+        elif tracer.state == "unsupported":
+            errors += [WatchError(id=int(e["id"]), error=f"Python values cannot be read: {tracer.error}")
+                       for e in python]
+        else:
+            try:
+                reply = await tracer.request(run, handle, COMMAND_TIMEOUT_S, "watches", watches=wanted)
+                errors += [WatchError(id=int(wid) % WATCH_ID_STRIDE, error=str(why))
+                           for wid, why in reply.get("errors", [])]
+            except TimeoutError:
+                errors += [WatchError(id=int(e["id"]), error="the Python tracer did not answer; retry")
+                           for e in python]
+        return native.model_copy(update={"errors": errors, "activeCount": native.activeCount + len(python)})
 
     async def flush(self, run: Run[Any], handle: AgentHandle, timeout: float) -> None:
         await super().flush(run, handle, timeout)
@@ -254,7 +294,7 @@ class CPythonRuntime(NativeRuntime):
         tracer = tracer_state(handle)
         if tracer.state != "new":
             return []
-        config = {"targets": list(tracer.targets.values()), "depth": depth}
+        config = {"targets": list(tracer.targets.values()), "depth": depth, "watches": tracer.watches}
         reply = await run(lambda: handle.py_setup(pytracer.bootstrap(config)))
         tracer.state, tracer.error = reply.state, reply.error
         if reply.state == "unsupported":

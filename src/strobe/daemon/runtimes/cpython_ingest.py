@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 
 ENTER, RETURN, UNWIND, CRASH = 1, 2, 3, 9
 _KINDS = (ENTER, RETURN, UNWIND, CRASH)  # another kind (a newer tracer's) is skipped
+WATCH_ID_STRIDE = 1 << 16  # a Python watch's tracer id: watch set version * stride + its id in the set
 MAX_OPEN_CALLS = 100_000  # enters remembered for their children and returns (threads that died mid-call leak)
 _BACKTRACE_SHOWN = 50
 
@@ -93,9 +94,11 @@ class PythonIngest(TraceIngest):
             func = slot.db_key if slot is not None else None
             if kind == ENTER:
                 args = payload.get("args")
-                extra = {"resumed": True} if payload.get("resumed") else None
+                extra: dict[str, Any] | None = {"resumed": True} if payload.get("resumed") else None
                 if "watches" in payload:
-                    extra = {**(extra or {}), "watchValues": payload["watches"]}
+                    watched = self._watch_values(payload["watches"], fid)
+                    if watched:
+                        extra = {**(extra or {}), "watchValues": watched}
                 rows.append((eid, session, ts - start, int(EventKind.FUNCTION_ENTER), pid, tid, func, parent, None,
                              None, None, None, None if args is None else _json(args),
                              None if extra is None else _json(extra)))
@@ -114,7 +117,9 @@ class PythonIngest(TraceIngest):
                 else:
                     retval = _json(payload.get("return"))
                 if "watches" in payload:
-                    extra["watchValues"] = payload["watches"]
+                    watched = self._watch_values(payload["watches"], fid)
+                    if watched:
+                        extra["watchValues"] = watched
                 rows.append((eid, session, ts - start, int(EventKind.FUNCTION_EXIT), pid, tid, func, parent,
                              payload.get("duration"), retval, None, None, None, _json(extra) if extra else None))
             else:
@@ -123,3 +128,14 @@ class PythonIngest(TraceIngest):
         self.writer.wait_for_room(MAX_PENDING_ROWS)
         self.writer.submit_identified(session, first, rows)
         self.events += len(rows)
+
+    def _watch_values(self, captured: dict[str, Any], slot: int) -> dict[str, Any]:
+        """{label: value} of the watches the tracer read at a call, by the watch set each id was sent in."""
+        out: dict[str, Any] = {}
+        for key, value in captured.items():
+            number = int(key)
+            decoder = self.watches.get(number // WATCH_ID_STRIDE)
+            found = decoder.python(number % WATCH_ID_STRIDE, slot, value) if decoder is not None else None
+            if found is not None:
+                out[found[0]] = found[1]
+        return out
