@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,3 +37,28 @@ def test_quick_benchmark_produces_every_figure(tmp_path: Path) -> None:
     metrics = {v["metric"] for v in document["verdicts"]}
     assert "traced-call overhead, Strobe" in metrics and "sustained events/s into the store" in metrics
     assert "target" in done.stdout and "verdict" in done.stdout
+    check_python_section(results["python"], metrics)
+
+
+def check_python_section(python: dict[str, Any], metrics: set[str]) -> None:
+    """The Python section ran on one 3.12+ interpreter (quick) and every peer recorded every call; viztracer may be
+    reported unavailable (no PyPI) but never fails the run."""
+    if not python["interpreters"]:
+        assert set(python["missing"]) >= {"3.12", "3.13"}
+        return
+    assert len(python["interpreters"]) == 1
+    version, figures = next(iter(python["interpreters"].items()))
+    assert figures["role"] == "target" and figures["version"].startswith(version)
+    assert figures["untraced_function"]["traced_function_calls"]["recorded"] == \
+        figures["untraced_function"]["traced_function_calls"]["expected"]
+    peers, recorded = figures["per_call_ns"], figures["recorded_calls"]
+    assert {"untraced", "strobe", "setprofile", "viztracer", "viztracer +args/retval"} == set(peers)
+    assert isinstance(peers["strobe"], float) and isinstance(peers["setprofile"], float)
+    for peer in ("strobe", "setprofile", "viztracer", "viztracer +args/retval"):
+        if isinstance(peers[peer], float):
+            assert recorded[peer] == figures["expected_calls"], (peer, recorded)
+        else:
+            assert peers[peer].startswith("unavailable"), peers[peer]
+    sustained = figures["sustained"]
+    assert sustained["unaccounted"] == 0 and sustained["stored_events"] > 0, sustained
+    assert f"Python {version}: sustained events/s into the store" in metrics
