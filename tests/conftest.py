@@ -117,6 +117,21 @@ def shutdown_daemon(home: Path) -> None:
     subprocess.run([sys.executable, "-m", "strobe", "shutdown"], env=env, check=False, timeout=30)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_home() -> Iterator[None]:
+    """No test reads or writes the real ~/.strobe: code that resolves settings in this process (test adapters)
+    sees an empty home unless a test sets its own."""
+    home = Path(tempfile.mkdtemp(prefix="strobe-home-"))
+    previous = os.environ.get("STROBE_HOME")
+    os.environ["STROBE_HOME"] = str(home)
+    yield
+    if previous is None:
+        os.environ.pop("STROBE_HOME", None)
+    else:
+        os.environ["STROBE_HOME"] = previous
+    shutil.rmtree(home, ignore_errors=True)
+
+
 @pytest.fixture
 def strobe_home() -> Iterator[Path]:
     """A short private home (unix socket paths are limited to ~107 bytes)."""

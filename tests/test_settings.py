@@ -219,3 +219,15 @@ def test_non_utf8_file_warns(paths: StrobePaths) -> None:
     settings = load_settings(paths)
     assert settings.values == DEFAULTS
     assert len(settings.warnings) == 1 and str(paths.settings_file) in settings.warnings[0]
+
+
+def test_text_setting_for_the_test_interpreter(paths: StrobePaths, project: Path) -> None:
+    assert load_settings(paths, project).test_python is None
+    write_global(paths, {"test.python": "/usr/bin/python3"})
+    assert load_settings(paths, project).test_python == "/usr/bin/python3"
+    write_project(project, {"test.python": " .venv-test/bin/python "})
+    assert load_settings(paths, project).test_python == ".venv-test/bin/python"
+    path = write_project(project, {"test.python": 3})
+    settings = load_settings(paths, project)
+    assert settings.test_python == "/usr/bin/python3"
+    assert settings.warnings == (f"{path}: 'test.python' = 3 is invalid (a non-empty string); ignored.",)

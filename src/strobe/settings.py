@@ -49,11 +49,22 @@ SETTING_SPECS: tuple[SettingSpec, ...] = (
 )
 _SPECS_BY_KEY = {spec.key: spec for spec in SETTING_SPECS}
 
+TEXT_SETTINGS: dict[str, str] = {
+    "test.python": "The interpreter that runs a Python project's tests (a path, absolute or relative to projectRoot, "
+                   "or a command on PATH); default: the project's .venv, venv or env, else python3 on PATH.",
+}
+"""Settings whose value is text (a path): unset unless a settings file gives one."""
+
 
 @dataclass(frozen=True)
 class Settings:
     values: dict[str, int]
     warnings: tuple[str, ...] = field(default=())
+    texts: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def test_python(self) -> str | None:
+        return self.texts.get("test.python")
 
     @property
     def max_events_per_session(self) -> int:
@@ -77,7 +88,7 @@ class Settings:
         return self.values["daemon.idleTimeoutMs"]
 
 
-def _read_layer(path: Path, values: dict[str, int], warnings: list[str]) -> None:
+def _read_layer(path: Path, values: dict[str, int], warnings: list[str], texts: dict[str, str]) -> None:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -97,9 +108,15 @@ def _read_layer(path: Path, values: dict[str, int], warnings: list[str]) -> None
         warnings.append(f"{path}: expected a JSON object of settings; file ignored.")
         return
     for key, raw in data.items():
+        if key in TEXT_SETTINGS:
+            if isinstance(raw, str) and raw.strip():
+                texts[key] = raw.strip()
+            else:
+                warnings.append(f"{path}: '{key}' = {json.dumps(raw)} is invalid (a non-empty string); ignored.")
+            continue
         spec = _SPECS_BY_KEY.get(key)
         if spec is None:
-            known = ", ".join(_SPECS_BY_KEY)
+            known = ", ".join([*_SPECS_BY_KEY, *TEXT_SETTINGS])
             warnings.append(f"{path}: unknown setting '{key}' ignored (known: {known}).")
             continue
         is_number = isinstance(raw, int | float) and not isinstance(raw, bool) and math.isfinite(raw)
@@ -116,10 +133,11 @@ def load_settings(paths: StrobePaths, project_root: str | Path | None = None) ->
     """Resolve the settings for one call, most specific file last."""
     values = {spec.key: spec.default for spec in SETTING_SPECS}
     warnings: list[str] = []
-    _read_layer(paths.settings_file, values, warnings)
+    texts: dict[str, str] = {}
+    _read_layer(paths.settings_file, values, warnings, texts)
     if project_root is not None:
-        _read_layer(Path(project_root) / ".strobe" / "settings.json", values, warnings)
-    return Settings(values, tuple(warnings))
+        _read_layer(Path(project_root) / ".strobe" / "settings.json", values, warnings, texts)
+    return Settings(values, tuple(warnings), texts)
 
 
 class SettingsSource:

@@ -4,6 +4,7 @@ baselines, hung tests diagnosed and killed, and the errors a caller can get."""
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ async def finished(strobe: StrobeClient, run_id: str, timeout: float = 180) -> d
 
 
 async def test_a_pytest_project_runs_to_structured_results(strobe: StrobeClient, tmp_path: Path) -> None:
-    project = copy_project("pytest_basic", tmp_path)
+    project = copy_project("pytest_basic", tmp_path, sys.executable)
     started = await strobe.call("debug_test", projectRoot=str(project))
     assert started["status"] == "running" and started["framework"] == "pytest"
     status = await finished(strobe, started["testRunId"])

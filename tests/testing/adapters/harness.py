@@ -3,6 +3,7 @@ report is parsed. Also finds the JavaScript toolchains installed by scripts/boot
 
 from __future__ import annotations
 
+import json
 import os
 import selectors
 import shutil
@@ -74,10 +75,14 @@ def run(adapter: TestAdapter, command: TestCommand, timeout: float = 300.0) -> R
     return Ran(adapter.parse(finished), progress, finished)
 
 
-def copy_project(name: str, dest: Path) -> Path:
-    """A fresh copy of tests/targets/testprojects/<name> (the tests build and run it there)."""
+def copy_project(name: str, dest: Path, python: str | None = None) -> Path:
+    """A fresh copy of tests/targets/testprojects/<name> (the tests build and run it there). `python`: the
+    interpreter its Python tests run with (its `test.python` setting; this test suite's own has pytest)."""
     target = dest / name
     shutil.copytree(PROJECTS / name, target)
+    if python is not None:
+        (target / ".strobe").mkdir(exist_ok=True)
+        (target / ".strobe" / "settings.json").write_text(json.dumps({"test.python": python}))
     return target
 
 

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -33,7 +35,7 @@ EXPECTED = {
 
 @pytest.fixture(scope="module")
 def calc(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return copy_project("pytest_basic", tmp_path_factory.mktemp("pytest"))
+    return copy_project("pytest_basic", tmp_path_factory.mktemp("pytest"), sys.executable)
 
 
 @pytest.fixture(scope="module")
@@ -138,16 +140,30 @@ def test_levels_by_directory_else_by_marker(calc: Path, tmp_path: Path) -> None:
 
 
 def test_rerun_command_uses_the_interpreter_that_runs_the_suite(calc: Path, tmp_path: Path) -> None:
+    # the project's test.python setting (this suite's interpreter, which has pytest)
     assert ADAPTER.rerun_command(calc, f"{UNIT}::test_add", None) == f"{sys.executable} -m pytest {UNIT}::test_add"
+    # else its virtualenv
     venv = tmp_path / "withvenv"
     (venv / ".venv" / "bin").mkdir(parents=True)
     (venv / ".venv" / "bin" / "python").symlink_to(sys.executable)
     assert ADAPTER.rerun_command(venv, "test_add", None) == ".venv/bin/python -m pytest -k test_add"
     assert ADAPTER.suite_command(venv, None, None, tmp_path).argv[0] == str(venv / ".venv" / "bin" / "python")
+    # else python3 on PATH: never Strobe's own interpreter, whatever it can import
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    assert ADAPTER.suite_command(bare, None, None, tmp_path).argv[0] == shutil.which("python3")
+    assert ADAPTER.suite_command(bare, None, None, tmp_path).argv[0] != sys.executable
+    # a setting relative to the project, or a command name on PATH
+    (bare / ".strobe").mkdir()
+    (bare / ".strobe" / "settings.json").write_text(json.dumps({"test.python": "tools/py"}))
+    assert ADAPTER.suite_command(bare, None, None, tmp_path).argv[0] == str(bare / "tools" / "py")
+    assert ADAPTER.rerun_command(bare, "test_add", None) == "tools/py -m pytest -k test_add"
+    (bare / ".strobe" / "settings.json").write_text(json.dumps({"test.python": "python3"}))
+    assert ADAPTER.suite_command(bare, None, None, tmp_path).argv[0] == shutil.which("python3")
 
 
 def test_collection_error_is_a_run_error(tmp_path: Path) -> None:
-    broken = copy_project("pytest_basic", tmp_path)
+    broken = copy_project("pytest_basic", tmp_path, sys.executable)
     (broken / "tests" / "unit" / "test_ops.py").write_text("def test_add(:\n    pass\n")
     result = run(ADAPTER, ADAPTER.suite_command(broken, None, None, fresh(tmp_path, "report")))
     assert result.parsed.cases == []

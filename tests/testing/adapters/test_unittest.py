@@ -39,7 +39,7 @@ def fresh(tmp_path: Path, name: str) -> Path:
 
 @pytest.fixture(scope="module")
 def shapes(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return copy_project("unittest_basic", tmp_path_factory.mktemp("unittest"))
+    return copy_project("unittest_basic", tmp_path_factory.mktemp("unittest"), sys.executable)
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +113,7 @@ def test_levels_are_directories(shapes: Path, tmp_path: Path) -> None:
 
 
 def test_failing_subtest_and_unimportable_module_are_failures(tmp_path: Path) -> None:
-    project = copy_project("unittest_basic", tmp_path)
+    project = copy_project("unittest_basic", tmp_path, sys.executable)
     (project / "tests" / "unit" / "test_more.py").write_text(
         "import unittest\n\n\nclass TestMore(unittest.TestCase):\n"
         "    def test_each(self):\n        for n in (1, 2):\n            with self.subTest(n=n):\n"
@@ -131,7 +131,7 @@ def test_failing_subtest_and_unimportable_module_are_failures(tmp_path: Path) ->
 
 
 def test_syntax_error_everywhere_is_a_run_error(tmp_path: Path) -> None:
-    broken = copy_project("unittest_basic", tmp_path)
+    broken = copy_project("unittest_basic", tmp_path, sys.executable)
     (broken / "shapes" / "geometry.py").write_text("def scale(size, factor:\n    return size\n")
     result = run(ADAPTER, ADAPTER.suite_command(broken, None, None, fresh(tmp_path, "report")))
     assert result.parsed.cases == []

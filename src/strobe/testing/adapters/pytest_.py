@@ -12,8 +12,8 @@ Outcomes: xfail is skipped ("expected failure: <reason>"); a setup or teardown e
 error (syntax error, failed import) stops pytest before any test runs, so parse() returns ParsedRun.error listing
 them; exit status 5 (nothing collected, e.g. a marker no test carries) is an empty run, not an error.
 
-Which interpreter: the project's virtualenv (.venv, venv, env) when it has one, since that is where its
-dependencies are; else the interpreter Strobe runs on if pytest is importable there; else `python3` on PATH.
+Which interpreter: the `test.python` setting when a settings file gives one; else the project's virtualenv (.venv,
+venv, env), since that is where its dependencies are; else `python3` on PATH. Never Strobe's own interpreter.
 
 Levels: the directory tests/<level> (or test/<level>; e2e also end_to_end) when it exists, else the pytest
 marker of that name (`-m unit`), for projects that mark tests instead of sorting them into directories.
@@ -26,7 +26,6 @@ suggesting traces from frames and from the project modules a test file imports.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import os
 import re
 import shlex
@@ -38,6 +37,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from strobe.errors import ValidationError
+from strobe.paths import StrobePaths
+from strobe.settings import load_settings
 from strobe.testing.adapters.base import MAX_SUGGESTIONS, FinishedRun, StackKind, TestAdapter, tail
 from strobe.testing.model import (
     LiveProgress,
@@ -86,15 +87,20 @@ def imports_module(path: Path, module: str) -> bool:
     return re.search(rf"^\s*(?:import|from)\s+{re.escape(module)}\b", text, re.MULTILINE) is not None
 
 
-def project_python(root: Path, needs: str) -> str:
-    """The interpreter that runs the project's tests: its virtualenv, else ours when it can import `needs`,
-    else python3 on PATH."""
+def project_python(root: Path) -> str:
+    """The interpreter that runs the project's tests: the `test.python` setting (settings.py), else its
+    virtualenv (.venv, venv, env), else python3 on PATH. Never Strobe's own interpreter: the project's
+    dependencies are not there, and Strobe's are not the project's."""
+    configured = load_settings(StrobePaths.from_env(), root).test_python
+    if configured is not None:
+        path = Path(configured).expanduser()
+        if "/" not in configured:
+            return shutil.which(configured) or configured
+        return str(path if path.is_absolute() else root / path)
     for venv in (".venv", "venv", "env"):
         candidate = root / venv / "bin" / "python"
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return str(candidate)
-    if importlib.util.find_spec(needs) is not None:
-        return sys.executable
     return shutil.which("python3") or "python3"
 
 
@@ -290,7 +296,7 @@ class PytestAdapter(TestAdapter):
 
     def _command(self, project_root: Path, report_dir: Path, selection: list[str]) -> TestCommand:
         report = report_dir / "junit.xml"
-        argv = [project_python(project_root, "pytest"), "-m", "pytest", "--verbosity=1", "--setup-show",
+        argv = [project_python(project_root), "-m", "pytest", "--verbosity=1", "--setup-show",
                 "--tb=short", "--color=no", "-o", "junit_family=xunit1", "-o", "junit_logging=all",
                 f"--junitxml={report}", *selection]
         return TestCommand(argv=argv, cwd=project_root, env={"PYTHONUNBUFFERED": "1"}, report=report)
@@ -321,7 +327,7 @@ class PytestAdapter(TestAdapter):
         return ["-k", " and ".join(parts)]
 
     def rerun_command(self, project_root: Path, test: str, command: str | None) -> str:
-        python = shown_python(project_python(project_root, "pytest"), project_root)
+        python = shown_python(project_python(project_root), project_root)
         return shlex.join([python, "-m", "pytest", *self._selection(project_root, test)])
 
     def on_line(self, line: str, stream: str, progress: LiveProgress, now_ns: int) -> None:

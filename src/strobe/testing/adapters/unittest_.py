@@ -79,7 +79,7 @@ class UnittestAdapter(TestAdapter):
     def _command(self, project_root: Path, start: Path, report_dir: Path, extra: list[str]) -> TestCommand:
         report = report_dir / "unittest.json"
         start_dir, top = _discovery_dirs(project_root, start)
-        argv = [project_python(project_root, "unittest"), str(RUNNER), "--report", str(report),
+        argv = [project_python(project_root), str(RUNNER), "--report", str(report),
                 "--start-dir", start_dir, "--top-level-dir", top, "--pattern", "test*.py", *extra]
         return TestCommand(argv=argv, cwd=project_root, env={"PYTHONUNBUFFERED": "1"}, report=report)
 
@@ -100,7 +100,7 @@ class UnittestAdapter(TestAdapter):
 
     def rerun_command(self, project_root: Path, test: str, command: str | None) -> str:
         start, top = _discovery_dirs(project_root, _start_dir(project_root))
-        python = shown_python(project_python(project_root, "unittest"), project_root)
+        python = shown_python(project_python(project_root), project_root)
         return shlex.join([python, "-m", "unittest", "discover", "-s", start, "-t", top, "-k", test])
 
     def on_line(self, line: str, stream: str, progress: LiveProgress, now_ns: int) -> None:
