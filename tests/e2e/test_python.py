@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import Control, StrobeClient, poll
+from tests.e2e.test_debug_test import finished
 from tests.instrument.pytracer.runner import interpreters
+from tests.testing.adapters.harness import copy_project
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
@@ -215,3 +218,38 @@ async def test_reads_and_watches_of_python_globals(
 
     snapshots = await poll(sampled, 30, "the Python poll to complete")
     assert [s["values"] for s in snapshots] == [{"__main__.rounds_done": 2}] * 6
+
+
+def _project_venv(project: Path) -> Path:
+    """A virtualenv in the project with pytest from PyPI, as a developer's project has: the interpreter debug_test
+    must run its tests with."""
+    python3 = shutil.which("python3")
+    assert python3 is not None
+    venv = project / ".venv"
+    subprocess.run([os.path.realpath(python3), "-m", "venv", "--without-pip", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--quiet",
+                    "--disable-pip-version-check", "pytest"], check=True)
+    return venv / "bin" / "python"
+
+
+async def test_a_traced_pytest_run_with_the_projects_interpreter(strobe: StrobeClient, tmp_path: Path) -> None:
+    project = copy_project("pytest_basic", tmp_path)
+    python = _project_venv(project)
+    started = await strobe.call("debug_test", projectRoot=str(project), tracePatterns=["calc.ops.*"])
+    sid = started["sessionId"]
+    status = await finished(strobe, started["testRunId"])
+    assert status["status"] == "completed", status
+    result = status["result"]
+    assert {k: result["summary"][k] for k in ("passed", "failed", "skipped")} == {"passed": 5, "failed": 2,
+                                                                                  "skipped": 2}
+    negative = next(f for f in result["failures"] if "test_add_negative" in f["name"])
+    assert negative["rerunCommand"].startswith(".venv/bin/python -m pytest ")
+    assert negative["suggestedTraces"][0] == "calc.ops.*"
+    # The traced run: the project's interpreter ran the tests, and calc.ops's calls are on the timeline.
+    sessions = {s["sessionId"]: s for s in (await strobe.call("debug_list_sessions"))["sessions"]}
+    assert sessions[sid]["binaryPath"] in (str(python), os.path.realpath(python))
+    events = await strobe.all_events(sid, verbose=True, eventType="function_exit")
+    adds = [e for e in events if e["function"] == "calc.ops.add"]
+    assert {e["returnValue"] for e in adds} >= {4, -5}
+    divides = [e for e in events if e["function"] == "calc.ops.divide" and "exception" in e]
+    assert divides and divides[0]["exception"]["type"] == "ZeroDivisionError"
