@@ -18,6 +18,7 @@ command -v addr2line >/dev/null || need_apt+=(binutils)
 # The symbolizer's tests compare with addr2line, and with llvm-addr2line where binutils misreads DWARF 5.
 compgen -c llvm-addr2line | grep -q . || need_apt+=(llvm)
 "$PYTHON" -c "import venv, ensurepip" 2>/dev/null || need_apt+=(python3-venv)
+compgen -G "/usr/include/python3*/Python.h" >/dev/null || need_apt+=(python3-dev)  # a C extension test target
 # Test targets and test-framework adapters: real toolchains and frameworks, built and run at test time.
 command -v g++ >/dev/null || need_apt+=(g++)
 command -v cargo >/dev/null || need_apt+=(cargo)

@@ -185,6 +185,10 @@ class FakeImages(ImageLoader):
                             asyncio.ensure_future(symbols()))
 
 
+    async def refresh(self, image: ProcessImage, pid: int) -> None:
+        """Fake processes load nothing after launch (and their pids may be real processes' pids)."""
+
+
 class FakeAgent:
     def get(self) -> str:
         return "// agent"

@@ -4,6 +4,7 @@ process, with arguments, return values, exceptions, generators and an uncaught e
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -253,3 +254,34 @@ async def test_a_traced_pytest_run_with_the_projects_interpreter(strobe: StrobeC
     assert {e["returnValue"] for e in adds} >= {4, -5}
     divides = [e for e in events if e["function"] == "calc.ops.divide" and "exception" in e]
     assert divides and divides[0]["exception"]["type"] == "ZeroDivisionError"
+
+
+def _build_extension(python: str, project: Path) -> None:
+    """fastmath.c as a C extension of `python`, with debug info, next to vector.py."""
+    paths = json.loads(subprocess.run(
+        [python, "-c", "import json, sysconfig; print(json.dumps([sysconfig.get_paths()['include'], "
+                       "sysconfig.get_config_var('EXT_SUFFIX')]))"], check=True, capture_output=True, text=True).stdout)
+    include, suffix = paths
+    subprocess.run(["gcc", "-shared", "-fPIC", "-g", "-O0", f"-I{include}", str(project / "fastmath.c"), "-o",
+                    str(project / f"fastmath{suffix}")], check=True)
+
+
+@pytest.mark.parametrize("python", PYTHONS[:1] + PYTHONS[-1:])
+async def test_python_and_c_extension_functions_in_one_timeline(
+    strobe: StrobeClient, python: str, shop: Path, control: Control
+) -> None:
+    _build_extension(python, shop)
+    launched = await strobe.call("debug_launch", command=python, args=["vector.py", str(control.directory)],
+                                 projectRoot=str(shop), cwd=str(shop))
+    sid = launched["sessionId"]
+    await control.round(strobe, sid)  # fastmath is imported by now: a module loaded after launch
+    added = await strobe.call("debug_trace", sessionId=sid, add=["vector.norm2", "fm_dot"])
+    assert added["warnings"] == [] and added["hookedFunctions"] == 2, added
+    await control.round(strobe, sid)
+    events = await traced(strobe, sid, 4)
+    assert [(e["function"], e["eventType"]) for e in events] == [
+        ("vector.norm2", "function_enter"), ("fm_dot", "function_enter"), ("fm_dot", "function_exit"),
+        ("vector.norm2", "function_exit")]
+    assert events[0]["arguments"] == [[1.0, 2.0, 2.0]] and events[3]["returnValue"] == 9.0
+    assert events[1]["arguments"][2] == 3 and events[1]["sourceFile"].endswith("fastmath.c")
+    assert events[2]["returnValue"] == "<double in xmm0: not captured>"  # floating-point registers: issue 18

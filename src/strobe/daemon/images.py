@@ -10,7 +10,7 @@ from typing import Any
 
 from strobe.daemon.process import ProcessImage
 from strobe.daemon.runtimes import detect_kind, runtime_for
-from strobe.daemon.symbols import SessionSymbols
+from strobe.daemon.symbols import SessionSymbols, mapped_modules, with_new_modules
 from strobe.instrument.protocol import ModuleInfo
 
 
@@ -36,3 +36,17 @@ class ImageLoader:
             return await asyncio.to_thread(runtime.index, binary, modules, cache_dir, head_start, project_root)
 
         return ProcessImage(binary, kind, runtime, asyncio.ensure_future(symbols()))
+
+    async def refresh(self, image: ProcessImage, pid: int) -> None:
+        """Add to an image's index the modules with debug info the process has loaded since (dlopen: a C extension
+        imported by a Python program); nothing when the process is gone."""
+        symbols = await image.symbols
+        try:
+            modules = await asyncio.to_thread(mapped_modules, pid)
+        except OSError:
+            return
+        updated = await asyncio.to_thread(with_new_modules, symbols, modules, self._cache_dir)
+        if updated is not None:
+            future: asyncio.Future[SessionSymbols] = asyncio.get_running_loop().create_future()
+            future.set_result(updated)
+            image.symbols = future

@@ -208,6 +208,8 @@ class SessionManager:
             if watch_add or watch_remove:
                 watches, warnings = await self._plan_watches(live, watch_add, watch_remove)
             if add or remove:
+                if add:  # what it loaded since launch (a C extension, a plugin) can be selected too
+                    await self.services.images.refresh(live.image, live.pid)
                 symbols = await live.image.symbols
                 if add and not symbols.traceable:
                     symbols.require_debug_info()

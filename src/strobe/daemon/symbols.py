@@ -176,3 +176,37 @@ def load_session_symbols(
         indexes.append(ModuleSymbols(module.path, index, int(module.base, 16) - index.elf.image_base))
     log.info("indexed %d functions in %s", sum(map(len, indexes)), [module.path for module in indexes])
     return SessionSymbols(main_binary, main_has_dwarf, tuple(indexes))
+
+
+def mapped_modules(pid: int) -> list[ModuleInfo]:
+    """The files mapped into a process now (/proc/<pid>/maps), each at its lowest mapping: what it has loaded
+    since it was spawned too (dlopen: a Python C extension, a plugin). Raises OSError when the process is gone."""
+    spans: dict[str, tuple[int, int]] = {}
+    with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
+        for line in maps:
+            fields = line.split(maxsplit=5)
+            if len(fields) < 6 or not fields[5].startswith("/") or fields[5].rstrip().endswith("(deleted)"):
+                continue
+            path = fields[5].rstrip("\n")
+            low, high = (int(part, 16) for part in fields[0].split("-"))
+            known = spans.get(path)
+            spans[path] = (min(low, known[0]), max(high, known[1])) if known else (low, high)
+    return [ModuleInfo(name=os.path.basename(path), path=path, base=hex(low), size=high - low)
+            for path, (low, high) in spans.items()]
+
+
+def with_new_modules(symbols: SessionSymbols, modules: list[ModuleInfo], cache_dir: Path) -> SessionSymbols | None:
+    """`symbols` plus the modules with debug info loaded since it was built (blocking); None when there are none."""
+    known = {os.path.realpath(module.path) for module in symbols.indexes}
+    added: list[ModuleSymbols] = []
+    for module in modules:
+        if os.path.realpath(module.path) in known or not _wants_index(module, symbols.main_binary):
+            continue
+        index = load_index(module.path, cache_dir)
+        added.append(ModuleSymbols(module.path, index, int(module.base, 16) - index.elf.image_base))
+        known.add(os.path.realpath(module.path))
+    if not added:
+        return None
+    log.info("indexed %d functions in modules loaded since launch: %s", sum(map(len, added)),
+             [module.path for module in added])
+    return SessionSymbols(symbols.main_binary, symbols.main_has_dwarf, (*symbols.indexes, *added), symbols.scripts)
