@@ -285,3 +285,27 @@ async def test_python_and_c_extension_functions_in_one_timeline(
     assert events[0]["arguments"] == [[1.0, 2.0, 2.0]] and events[3]["returnValue"] == 9.0
     assert events[1]["arguments"][2] == 3 and events[1]["sourceFile"].endswith("fastmath.c")
     assert events[2]["returnValue"] == "<double in xmm0: not captured>"  # floating-point registers: issue 18
+
+
+SDIST = "more-itertools==10.5.0"  # pure Python; its sdist carries its unittest suite (tests/)
+
+
+async def test_a_real_project_from_pypi_traced_through_its_own_tests(strobe: StrobeClient, tmp_path: Path) -> None:
+    """An sdist from PyPI, unpacked as a developer's checkout: its unittest suite runs under debug_test with one of
+    its functions traced by dotted name."""
+    subprocess.run([sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps", "--quiet",
+                    "--disable-pip-version-check", "--dest", str(tmp_path / "dist"), SDIST], check=True)
+    (archive,) = (tmp_path / "dist").iterdir()
+    shutil.unpack_archive(archive, tmp_path)
+    (project,) = (p for p in tmp_path.iterdir() if p.name.startswith("more-itertools-"))
+    started = await strobe.call("debug_test", projectRoot=str(project), test="tests.test_more.ChunkedTests",
+                                tracePatterns=["more_itertools.more.chunked"])
+    assert started["framework"] == "unittest"
+    status = await finished(strobe, started["testRunId"])
+    assert status["status"] == "completed", status
+    summary = status["result"]["summary"]
+    assert summary["failed"] == 0 and summary["passed"] >= 5, summary
+    enters = await strobe.all_events(started["sessionId"], verbose=True, eventType="function_enter")
+    chunked = [e for e in enters if e["function"] == "more_itertools.more.chunked"]
+    assert chunked and all(e["argumentNames"] == ["iterable", "n", "strict"] for e in chunked)
+    assert chunked[0]["sourceFile"] == str(project / "more_itertools" / "more.py")

@@ -44,7 +44,7 @@ def resolve_command(command: str, args: list[str], cwd: str | None, project_root
         raise ValidationError("command is empty: pass the path of the executable to launch.")
     path = _find_executable(command, work_dir or root)
     run_dir = work_dir or path.parent
-    shimmed = _pyenv_target(path, run_dir)
+    shimmed = pyenv_target(path, run_dir)
     if shimmed is not None:  # the shim's own helpers (bash, pyenv, ...) are skipped, not followed
         return ResolvedCommand(argv=[str(shimmed), *args], binary_path=str(shimmed), cwd=str(run_dir))
     argv = [*_interpreter_prefix(path, run_dir), str(path), *args]
@@ -88,7 +88,7 @@ def _check_executable(path: Path, command: str) -> Path:
     return path
 
 
-def _pyenv_target(path: Path, cwd: Path) -> Path | None:
+def pyenv_target(path: Path, cwd: Path) -> Path | None:
     """What a pyenv shim runs from `cwd` (its .python-version, else pyenv's global version), as `pyenv which`
     says; None when `path` is not a pyenv shim. A shim is a bash script that execs several helpers before the
     interpreter: following each of them costs seconds."""
@@ -144,7 +144,7 @@ def _interpreter_prefix(path: Path, cwd: Path) -> list[str]:
 
 def _real_interpreter(path: Path, cwd: Path) -> Path:
     """A script's interpreter as a binary: a pyenv shim is followed to what it runs."""
-    shimmed = _pyenv_target(path, cwd)
+    shimmed = pyenv_target(path, cwd)
     if shimmed is not None:
         return shimmed
     resolved = path.resolve()

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from strobe.errors import ValidationError
+from strobe.instrument.command import pyenv_target
 from strobe.testing.adapters import detect
 from strobe.testing.adapters.pytest_ import PytestAdapter
 from strobe.testing.model import LiveProgress, Phase
@@ -151,7 +152,10 @@ def test_rerun_command_uses_the_interpreter_that_runs_the_suite(calc: Path, tmp_
     # else python3 on PATH: never Strobe's own interpreter, whatever it can import
     bare = tmp_path / "bare"
     bare.mkdir()
-    assert ADAPTER.suite_command(bare, None, None, tmp_path).argv[0] == shutil.which("python3")
+    python3 = shutil.which("python3")
+    assert python3 is not None
+    on_path = str(pyenv_target(Path(python3), bare) or python3)  # a pyenv shim as what it runs
+    assert ADAPTER.suite_command(bare, None, None, tmp_path).argv[0] == on_path
     assert ADAPTER.suite_command(bare, None, None, tmp_path).argv[0] != sys.executable
     # a setting relative to the project, or a command name on PATH
     (bare / ".strobe").mkdir()
@@ -159,7 +163,7 @@ def test_rerun_command_uses_the_interpreter_that_runs_the_suite(calc: Path, tmp_
     assert ADAPTER.suite_command(bare, None, None, tmp_path).argv[0] == str(bare / "tools" / "py")
     assert ADAPTER.rerun_command(bare, "test_add", None) == "tools/py -m pytest -k test_add"
     (bare / ".strobe" / "settings.json").write_text(json.dumps({"test.python": "python3"}))
-    assert ADAPTER.suite_command(bare, None, None, tmp_path).argv[0] == shutil.which("python3")
+    assert ADAPTER.suite_command(bare, None, None, tmp_path).argv[0] == on_path
 
 
 def test_collection_error_is_a_run_error(tmp_path: Path) -> None:

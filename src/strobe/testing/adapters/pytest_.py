@@ -37,6 +37,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from strobe.errors import ValidationError
+from strobe.instrument.command import pyenv_target
 from strobe.paths import StrobePaths
 from strobe.settings import load_settings
 from strobe.testing.adapters.base import MAX_SUGGESTIONS, FinishedRun, StackKind, TestAdapter, tail
@@ -95,13 +96,23 @@ def project_python(root: Path) -> str:
     if configured is not None:
         path = Path(configured).expanduser()
         if "/" not in configured:
-            return shutil.which(configured) or configured
-        return str(path if path.is_absolute() else root / path)
+            return _unshimmed(shutil.which(configured) or configured, root)
+        return _unshimmed(str(path if path.is_absolute() else root / path), root)
     for venv in (".venv", "venv", "env"):
         candidate = root / venv / "bin" / "python"
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return str(candidate)
-    return shutil.which("python3") or "python3"
+    return _unshimmed(shutil.which("python3") or "python3", root)
+
+
+def _unshimmed(python: str, root: Path) -> str:
+    """A pyenv shim as what it runs in `root` (a traced run would otherwise follow its helpers: seconds of
+    exec()s); anything else as it is."""
+    try:
+        shimmed = pyenv_target(Path(python), root) if os.path.isabs(python) else None
+    except ValidationError:  # it selects nothing here: running it says so
+        shimmed = None
+    return str(shimmed) if shimmed is not None else python
 
 
 def shown_python(python: str, root: Path) -> str:
