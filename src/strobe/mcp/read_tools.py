@@ -61,7 +61,9 @@ TOOLS = (
         ReadRequest,
         "Read memory of a running program right now, without tracing or stopping it: global/static variables "
         "by name from the debug info ('gTempo', pointer chains 'gClock->counter', members 'cfg.limits.max', "
-        "up to 4 '->'), or raw memory {address, size, type} with type i8/u8/i16/u16/i32/u32/i64/u64/f32/f64/"
+        "up to 4 '->'; in a Python program, module globals and attribute chains by dotted name: "
+        "'app.config.timeout', '__main__.counter'), or raw memory {address, size, type} with type "
+        "i8/u8/i16/u16/i32/u32/i64/u64/f32/f64/"
         "pointer/bytes ('bytes' is written to a file; you get its path and a 32-byte hex preview). Structs are "
         "expanded `depth` levels (1-5; deeper ones show '<struct>'). One-shot: returns {results: [{target, "
         "address, type, size, value | fields | file+preview | error}]}; a target that fails (unknown variable, "
