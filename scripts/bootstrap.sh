@@ -19,6 +19,7 @@ command -v addr2line >/dev/null || need_apt+=(binutils)
 compgen -c llvm-addr2line | grep -q . || need_apt+=(llvm)
 "$PYTHON" -c "import venv, ensurepip" 2>/dev/null || need_apt+=(python3-venv)
 compgen -G "/usr/include/python3*/Python.h" >/dev/null || need_apt+=(python3-dev)  # a C extension test target
+compgen -c python3 | grep -qE '^python3\.[0-9]+d$' || need_apt+=(python3-dbg)  # Python tracing of a debug build
 # Test targets and test-framework adapters: real toolchains and frameworks, built and run at test time.
 command -v g++ >/dev/null || need_apt+=(g++)
 command -v cargo >/dev/null || need_apt+=(cargo)
