@@ -15,12 +15,15 @@ def modules(*names: str) -> list[ModuleInfo]:
 
 
 @pytest.mark.parametrize(("binary", "loaded", "kind"), [
-    ("/home/me/app/build/server", ["libc.so.6"], RuntimeKind.NATIVE),
-    ("/usr/bin/python3.11", ["libc.so.6"], RuntimeKind.CPYTHON),
-    ("/home/me/.pyenv/versions/3.13.1/bin/python3.13", [], RuntimeKind.CPYTHON),
-    ("/opt/app/embedder", ["libpython3.12.so.1.0"], RuntimeKind.CPYTHON),
-    ("/usr/bin/node", ["libc.so.6"], RuntimeKind.NODE),
-    ("/opt/app/electron-like", ["libnode.so.115"], RuntimeKind.NODE),
+    ("/home/me/app/build/server", ["server", "libc.so.6"], RuntimeKind.NATIVE),
+    ("/usr/bin/python3.11", ["python3.11", "libc.so.6"], RuntimeKind.CPYTHON),
+    ("/home/me/proj/.venv/bin/python", ["python3.11", "libc.so.6"], RuntimeKind.CPYTHON),  # a venv's symlink
+    ("/home/me/.pyenv/versions/3.13.1/bin/python3.13", [], RuntimeKind.CPYTHON),  # before its modules are known
+    ("/opt/app/embedder", ["embedder", "libpython3.12.so.1.0"], RuntimeKind.CPYTHON),
+    ("/home/me/.pyenv/shims/python", ["bash", "libc.so.6"], RuntimeKind.NATIVE),  # a script named python
+    ("/home/me/tool.py", ["python3.12", "libc.so.6"], RuntimeKind.CPYTHON),  # a #! script: its interpreter runs
+    ("/usr/bin/node", ["node", "libc.so.6"], RuntimeKind.NODE),
+    ("/opt/app/electron-like", ["electron-like", "libnode.so.115"], RuntimeKind.NODE),
     ("/home/me/node_modules/@oven/bun-linux-x64/bin/bun", [], RuntimeKind.BUN),
     ("/usr/bin/pythonic-tool", [], RuntimeKind.NATIVE),
 ])

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from strobe.instrument.command import pyenv_target
 from tests.conftest import Control, StrobeClient, poll
 from tests.e2e.test_debug_test import finished
 from tests.instrument.pytracer.runner import interpreters
@@ -309,3 +310,30 @@ async def test_a_real_project_from_pypi_traced_through_its_own_tests(strobe: Str
     chunked = [e for e in enters if e["function"] == "more_itertools.more.chunked"]
     assert chunked and all(e["argumentNames"] == ["iterable", "n", "strict"] for e in chunked)
     assert chunked[0]["sourceFile"] == str(project / "more_itertools" / "more.py")
+
+
+def _real_python3() -> str:
+    """python3 on PATH as the interpreter it runs (a pyenv shim resolved: following a shim's helpers takes
+    seconds, which `uv run` would do when it finds a shim first on PATH)."""
+    python3 = shutil.which("python3")
+    assert python3 is not None
+    return str(pyenv_target(Path(python3), Path.cwd()) or os.path.realpath(python3))
+
+
+async def test_uv_run_is_followed_to_the_interpreter(strobe: StrobeClient, shop: Path, control: Control) -> None:
+    """`uv run` starts the interpreter as its child: the session follows it there and traces it from its first
+    line, like a direct launch."""
+    uv = Path(sys.executable).parent / "uv"  # a dev dependency (pyproject.toml)
+    await strobe.call("debug_trace", add=["app.serve", "shop.cart.checkout"])
+    launched = await strobe.call("debug_launch", command=str(uv), args=["run", "--no-project", "app.py",
+                                                                       str(control.directory)],
+                                 projectRoot=str(shop), cwd=str(shop),
+                                 env={"UV_CACHE_DIR": str(shop / ".uv"), "UV_PYTHON": _real_python3()})
+    sid = launched["sessionId"]
+    await control.round(strobe, sid)
+    events = await traced(strobe, sid, 3)
+    assert [(e["function"], e["eventType"]) for e in events[:3]] == [
+        ("app.serve", "function_enter"), ("shop.cart.checkout", "function_enter"),
+        ("shop.cart.checkout", "function_exit")]
+    assert events[0]["pid"] != launched["pid"]  # uv's child
+    await strobe.call("debug_stop", sessionId=sid)

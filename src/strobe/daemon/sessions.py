@@ -161,8 +161,11 @@ class SessionManager:
         if not self.pending_patterns:
             return []
         plan = await self.hooking.plan_for(live, live.root, self.pending_patterns)
-        if plan is None:
-            return [f"Pending patterns were not applied: {live.image.binary} has no debug info (build with -g)."]
+        if plan is None:  # kept for what it starts: `uv run app.py`, a launcher script, a test driver
+            live.trace.patterns = list(self.pending_patterns)
+            return [f"Pending patterns select nothing in {live.image.binary}: it has no debug info (build it with -g "
+                    "to trace its functions). They apply to the programs it starts (a Python interpreter, a binary "
+                    "with debug info)."]
         warnings = plan.warnings + await self.hooking.sync(live, live.root, plan.desired)
         live.trace.patterns = plan.patterns
         return warnings

@@ -31,8 +31,9 @@ _BUN = re.compile(r"^bun(-profile)?$")
 
 
 def detect_kind(binary: str, modules: Sequence[ModuleInfo]) -> RuntimeKind:
-    """What a process image runs, from its executable's and loaded libraries' names."""
-    names = [os.path.basename(binary), *(module.name for module in modules)]
+    """What a process image runs, from its loaded modules' names (the first is the executable the kernel mapped:
+    a script named `python` run by bash is bash), or from the binary's name when the modules are not known yet."""
+    names = [module.name for module in modules] if modules else [os.path.basename(binary)]
     for pattern, kind in ((_PYTHON, RuntimeKind.CPYTHON), (_NODE, RuntimeKind.NODE), (_BUN, RuntimeKind.BUN)):
         if any(pattern.match(name) for name in names):
             return kind
