@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from strobe.daemon import tracing
+from strobe.daemon.runtimes.cpython import PythonScripts
 from strobe.daemon.symbols import FunctionSource, ModuleSymbols, SessionSymbols, TraceableFunction
 from strobe.daemon.tracing import merge_patterns, plan_hooks, stability_status
 from strobe.errors import InvalidPattern
@@ -18,6 +19,7 @@ from strobe.symbols.cache import FunctionTable
 from strobe.symbols.elf import ElfInfo
 from strobe.symbols.index import FunctionIndex, FunctionInfo
 from strobe.symbols.patterns import Pattern
+from strobe.symbols.python_index import PythonIndex, index_source
 
 
 def info(name: str, address: int, *, file: str | None = "/proj/a.c", inlined: bool = False) -> FunctionInfo:
@@ -239,3 +241,46 @@ def test_session_symbols_flat_list_is_lazy_and_relocated() -> None:
     assert symbols.modules == ("/proj/app", "/proj/lib/libform.so")
     assert all("functions" not in m.index.__dict__ for m in modules)
     assert list(symbols.functions) == list(scanned(modules).functions)
+
+
+# ---- Python sources next to native modules ---------------------------------------------------------
+
+CART = """
+class Cart:
+    def total(self):
+        return 0
+
+def checkout(owner):
+    return Cart()
+"""
+SCRIPTS = PythonScripts(PythonIndex(tuple(index_source(CART, "/proj/shop/cart.py", "shop.cart"))))
+
+
+def test_python_patterns_select_from_the_scripts_and_native_ones_from_the_modules() -> None:
+    plan = plan_hooks([], ["shop.cart.*", "shop.cart.Cart.total", "auth::validate"], [], [APP, SCRIPTS], "/proj")
+    assert plan.warnings == []
+    assert sorted((f.name, f.runtime) for f in plan.desired.values()) == [
+        ("auth::validate", "native"), ("shop.cart.Cart.total", "cpython"), ("shop.cart.checkout", "cpython")]
+    total = next(f for f in plan.desired.values() if f.name == "shop.cart.Cart.total")
+    assert total.key == ("/proj/shop/cart.py", 3, "Cart.total") and total.info.raw == "Cart.total"
+    # @file and @usercode read both ways: the project's C and Python files alike
+    by_file = plan_hooks([], ["@usercode"], [], [APP, SCRIPTS], "/proj")
+    assert {"shop.cart.checkout", "auth::validate"} <= {f.name for f in by_file.desired.values()}
+
+
+def test_a_pattern_invalid_in_every_dialect_present_is_refused() -> None:
+    with pytest.raises(InvalidPattern, match=r"separated by '\.', not '::'"):
+        plan_hooks([], ["shop::cart"], [], [SCRIPTS], "/proj")
+    plan = plan_hooks([], ["shop::cart"], [], [APP, SCRIPTS], "/proj")  # valid as a native name: no match
+    assert plan.warnings and "matched no function" in plan.warnings[0]
+
+
+def test_no_match_advice_fits_what_the_process_runs() -> None:
+    (python_only,) = plan_hooks([], ["shop.nothing"], [], [SCRIPTS], "/proj").warnings
+    assert "Python functions are named by module path" in python_only and "C++" not in python_only
+    (both,) = plan_hooks([], ["nothing_here"], [], [APP, SCRIPTS], "/proj").warnings
+    assert "Python functions" in both and "C++ 'ns::Class::method'" in both and "C extension" in both
+    (native,) = plan_hooks([], ["shop.cart.checkout"], [], [APP], "/proj").warnings
+    assert "reads like a Python name, but this process runs native code" in native
+    (plain,) = plan_hooks([], ["nothing_here"], [], [APP], "/proj").warnings
+    assert "Python" not in plain and "'**::name'" in plain

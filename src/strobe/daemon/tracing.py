@@ -78,6 +78,9 @@ def _no_match(text: str, dialects: Sequence[str]) -> str:
         advice = python
     elif "python" in dialects:
         advice = f"{python}. {native} (a C extension's functions, when it has debug info)"
+    elif "." in text and "::" not in text and not text.startswith("@"):
+        advice = (f"{native}. '{text}' reads like a Python name, but this process runs native code: Python "
+                  "patterns apply to programs run by CPython")
     else:
         advice = native
     return f"Pattern '{text}' matched no function. {advice}."
