@@ -38,6 +38,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from bench import ingest
 from bench.harness import BENCH, Strobe, median, poll, strobe
 from bench.overhead import Loops, _loops
@@ -161,22 +163,27 @@ async def under_strobe(python: str, project: Path, calls: int, reps: int, patter
 
 
 async def untraced_function(python: str, project: Path, calls: int, reps: int, rounds: int) -> dict[str, Any]:
-    """How much slower an untraced function runs while one other function of its module is traced."""
-    base: list[float] = []
-    traced: list[float] = []
+    """How much slower an untraced function runs while one other function of its module is traced: in the loop
+    thread's CPU time (the verdict: what the interpreter does more per call) and in wall time (which on a shared
+    2-core machine moves by more than the 5% asked for from one run to the next)."""
+    base: list[Loops] = []
+    traced: list[Loops] = []
     checksums: list[int] = []
     for _ in range(rounds):
-        loops, _none = plain(python, project, calls, reps)
-        base.append(loops[0])
+        base.append(plain(python, project, calls, reps)[0])
         loops, captured = await under_strobe(python, project, calls, reps, "work.checksum")
-        traced.append(loops[0])
+        traced.append(loops)
         if captured["hot_calls"]:
             raise RuntimeError(f"work.hot was recorded while only work.checksum was traced: {captured}")
         checksums.append(captured["checksum_calls"])
-    plain_ns, strobe_ns = median(base) / calls, median(traced) / calls
-    return {"calls": calls, "reps": reps, "rounds": rounds, "untraced_ns_per_call": plain_ns,
-            "strobe_ns_per_call": strobe_ns, "slowdown_pct": 100 * (strobe_ns - plain_ns) / plain_ns,
-            "traced_function_calls": {"recorded": sum(checksums), "expected": reps * rounds}}
+    out: dict[str, Any] = {"calls": calls, "reps": reps, "rounds": rounds}
+    for clock, index in (("wall", 0), ("thread_cpu", 1)):
+        plain_ns = median([loops[index] for loops in base]) / calls
+        strobe_ns = median([loops[index] for loops in traced]) / calls
+        out[clock] = {"untraced_ns_per_call": plain_ns, "strobe_ns_per_call": strobe_ns,
+                      "slowdown_pct": 100 * (strobe_ns - plain_ns) / plain_ns}
+    out["traced_function_calls"] = {"recorded": sum(checksums), "expected": reps * rounds}
+    return out
 
 
 async def traced_calls(python: str, viz: str | None, why: str, project: Path, calls: int,
@@ -205,18 +212,24 @@ async def traced_calls(python: str, viz: str | None, why: str, project: Path, ca
 
 
 async def sustained(python: str, project: Path, rate: int, seconds: float) -> dict[str, Any]:
-    """Python events stored per second while the target calls work.paced at `rate` calls/s (2 events a call)."""
+    """Python events stored per second while the target calls work.paced at `rate` calls/s (2 events a call), from
+    the go signal until all are stored; the daemon's peak RSS meanwhile, and how long after the target's last call
+    (go + `seconds`) the last event was stored."""
     go = project / "go"
     go.unlink(missing_ok=True)
     async with strobe() as client:
         sid = await _launch(client, python, project, "work.paced", ["rate", str(rate), str(seconds), str(go)])
         await client.wait_output(sid, lambda t: "ready\n" in t, 60)
-        started = time.perf_counter()
-        go.touch()
-        # The target exits after "done": once the session reads as ended, every event it sent is stored.
-        await poll(lambda: ingest.ended(client, sid), seconds + 300, "the sustained Python run to end")
-        page = await client.call("debug_query", sessionId=sid, limit=1)
-        stored_at = time.perf_counter()
+        stop, peak = anyio.Event(), [0]
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ingest._peak_rss, client.daemon_pid(), stop, peak)
+            started = time.perf_counter()
+            go.touch()
+            # The target exits after "done": once the session reads as ended, every event it sent is stored.
+            await poll(lambda: ingest.ended(client, sid), seconds + 300, "the sustained Python run to end")
+            page = await client.call("debug_query", sessionId=sid, limit=1)
+            stored_at = time.perf_counter()
+            stop.set()
         texts = await client.output(sid)
         calls = int(next(x for x in texts if x.startswith("done ")).split()[1])
         paced = await client.call("debug_query", sessionId=sid, function={"equals": "work.paced"}, limit=1)
@@ -226,7 +239,8 @@ async def sustained(python: str, project: Path, rate: int, seconds: float) -> di
     stored = paced["totalCount"] + ingest._trimmed(warnings)
     return {"offered_events_per_s": 2 * rate, "seconds": seconds, "produced_events": 2 * calls,
             "stored_events": stored, "dropped_events": dropped, "sampled_events": sampled,
-            "unaccounted": 2 * calls - stored - dropped - sampled, "events_per_s": stored / (stored_at - started)}
+            "unaccounted": 2 * calls - stored - dropped - sampled, "events_per_s": stored / (stored_at - started),
+            "catch_up_s": stored_at - started - seconds, "daemon_peak_rss_mb": peak[0] / 2**20}
 
 
 async def run_interpreter(python: str, version: str, role: str, quick: bool) -> dict[str, Any]:

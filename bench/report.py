@@ -73,8 +73,9 @@ def _python_verdicts(python: dict[str, Any]) -> list[dict[str, Any]]:
         if figures["role"] != "target":
             continue
         name = f"Python {version}:"
-        out.append(_verdict(f"{name} untraced call slowdown, one other traced", figures["untraced_function"][
-            "slowdown_pct"], TARGET_PY_UNTRACED_SLOWDOWN_PCT, "lower", "%"))
+        out.append(_verdict(f"{name} untraced call slowdown (CPU), one other traced",
+                            figures["untraced_function"]["thread_cpu"]["slowdown_pct"],
+                            TARGET_PY_UNTRACED_SLOWDOWN_PCT, "lower", "%"))
         peers = figures["per_call_ns"]
         strobe, viztracer = peers.get("strobe"), peers.get("viztracer")
         if isinstance(viztracer, float) and isinstance(strobe, float) and viztracer > 0:
@@ -99,9 +100,11 @@ def _python_table(python: dict[str, Any]) -> list[str]:
     for figures in python.get("interpreters", {}).values():
         lines.append(f"Python {figures['version']} ({figures['role']}; {figures['python']}):")
         untraced = figures["untraced_function"]
-        lines.append(f"  untraced call: {_fmt(untraced['untraced_ns_per_call'])} ns plain, "
-                     f"{_fmt(untraced['strobe_ns_per_call'])} ns under Strobe with one other function traced "
-                     f"({untraced['slowdown_pct']:+.1f}%)")
+        for clock in ("thread_cpu", "wall"):
+            figure = untraced[clock]
+            lines.append(f"  untraced call ({clock.replace('_', ' ')}): {_fmt(figure['untraced_ns_per_call'])} ns "
+                         f"plain, {_fmt(figure['strobe_ns_per_call'])} ns under Strobe with one other function "
+                         f"traced ({figure['slowdown_pct']:+.1f}%)")
         lines.append(f"  per traced call (wall / thread CPU, ns) and calls recorded of {figures['expected_calls']:,}:")
         recorded = figures["recorded_calls"]
         for peer, wall in figures["per_call_ns"].items():
@@ -116,7 +119,9 @@ def _python_table(python: dict[str, Any]) -> list[str]:
         sustained = figures["sustained"]
         lines.append(f"  sustained: stored {sustained['stored_events']:,}, dropped {sustained['dropped_events']:,}, "
                      f"unaccounted {sustained['unaccounted']:,} of {sustained['produced_events']:,} produced "
-                     f"(offered {sustained['offered_events_per_s']:,}/s); {_fmt(sustained['events_per_s'])} events/s")
+                     f"(offered {sustained['offered_events_per_s']:,}/s); {_fmt(sustained['events_per_s'])} events/s, "
+                     f"stored {_fmt(sustained['catch_up_s'])} s after the last call; daemon peak RSS "
+                     f"{_fmt(sustained['daemon_peak_rss_mb'])} MB")
     return lines
 
 
