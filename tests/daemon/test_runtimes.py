@@ -3,11 +3,16 @@ traced as native code until their runtime is registered."""
 
 from __future__ import annotations
 
+import json
+from typing import Any, cast
+
 import pytest
 
 from strobe.daemon.runtimes import RUNTIMES, RuntimeKind, detect_kind, runtime_for, values_for
-from strobe.daemon.runtimes.cpython import interpreter_version
-from strobe.instrument.protocol import ModuleInfo
+from strobe.daemon.runtimes.cpython import interpreter_version, tracer_state
+from strobe.daemon.symbols import TraceableFunction
+from strobe.instrument.protocol import ModuleInfo, PySetupDone
+from strobe.symbols.index import FunctionInfo
 
 
 def modules(*names: str) -> list[ModuleInfo]:
@@ -65,3 +70,73 @@ def test_native_values_render_raw_registers() -> None:
     assert values.arguments((7).to_bytes(8, "little") + (1 << 40).to_bytes(8, "little")) == [7, hex(1 << 40)]
     assert values.return_type(1 << 40) == "pointer" and values.return_type(None) == "null"
     assert values.return_value('{"a": 1}') == {"a": 1}
+
+
+class FakePython:
+    """An agent handle of a CPython process as CPythonRuntime drives it: py_setup answers `state`; commands are
+    kept, and answered through the session's reply path (tracer_state(...).resolve) when `answer` is set."""
+
+    def __init__(self, state: str, error: str | None = None, answer: dict[str, object] | None = None) -> None:
+        self.pid, self.modules, self.runtime_state = 4242, [], None
+        self.state, self.error, self.answer = state, error, answer
+        self.bootstraps: list[str] = []
+        self.commands: list[dict[str, object]] = []
+
+    def py_setup(self, bootstrap: str) -> PySetupDone:
+        self.bootstraps.append(bootstrap)
+        return PySetupDone.model_validate({"type": "py_setup_done", "requestId": 1, "state": self.state,
+                                           "error": self.error})
+
+    def py_command(self, command: str) -> None:
+        self.commands.append(json.loads(command))
+        if self.answer is not None:
+            reply = {"v": 1, "pid": self.pid, "reply": self.commands[-1]["id"], **self.answer}
+            tracer_state(cast(Any, self)).resolve(json.dumps(reply).encode())
+
+
+async def run_now(fn: Any) -> Any:
+    return fn()
+
+
+def python_function(qualname: str, line: int) -> TraceableFunction:
+    info = FunctionInfo(f"app.{qualname}", qualname, f"app.{qualname}", line, 0, "/p/app.py", line, False, 1)
+    return TraceableFunction(info, "/p/app.py", line, "cpython")
+
+
+@pytest.mark.anyio
+async def test_cpython_targets_go_in_the_install_config_then_by_command() -> None:
+    runtime, handle = RUNTIMES[RuntimeKind.CPYTHON], FakePython("waiting")
+    run: Any = run_now
+    assert await runtime.apply_hooks(run, handle, [(3, python_function("serve", 10))], [], 1, 1) == {}
+    assert handle.commands == [] and handle.bootstraps == []  # not set up yet: kept for the install config
+    assert await runtime.prepare(run, handle, 2) == []
+    (bootstrap,) = handle.bootstraps
+    assert '"qualname":"serve"' in bootstrap and '"depth":2' in bootstrap
+    assert "@SINK@" in bootstrap and "@CONTROL_FD@" in bootstrap
+    assert await runtime.apply_hooks(run, handle, [(4, python_function("stop", 20))], [3], 1, 1) == {}
+    assert [c["cmd"] for c in handle.commands] == ["targets"]  # waiting: queued by the agent, nobody waits
+    assert handle.commands[0]["targets"] == [{"id": 4, "file": "/p/app.py", "line": 20, "qualname": "stop"}]
+
+
+@pytest.mark.anyio
+async def test_cpython_installed_tracer_confirms_or_refuses_targets() -> None:
+    runtime, run = RUNTIMES[RuntimeKind.CPYTHON], cast(Any, run_now)
+    handle = FakePython("installed", answer={"targets": 1, "ok": True})
+    await runtime.prepare(run, handle, 3)
+    assert await runtime.apply_hooks(run, handle, [(1, python_function("serve", 10))], [], 1, 1) == {}
+    refusing = FakePython("installed", answer={"error": "sys.monitoring: every tool id is in use"})
+    await runtime.prepare(run, refusing, 3)
+    failed = await runtime.apply_hooks(run, refusing, [(1, python_function("serve", 10))], [], 1, 1)
+    assert failed == {1: "sys.monitoring: every tool id is in use"}
+
+
+@pytest.mark.anyio
+async def test_cpython_that_cannot_be_traced_says_why() -> None:
+    runtime, run = RUNTIMES[RuntimeKind.CPYTHON], cast(Any, run_now)
+    handle = FakePython("unsupported", error="this process exports no CPython C API (PyGILState_Ensure)")
+    (warning,) = await runtime.prepare(run, handle, 3)
+    assert "Python functions cannot be traced in pid 4242: this process exports no CPython C API" in warning
+    assert "native functions (with debug info) are still traced" in warning
+    failed = await runtime.apply_hooks(run, handle, [(1, python_function("serve", 10))], [], 1, 1)
+    assert failed == {1: "Python functions cannot be traced here: this process exports no CPython C API "
+                         "(PyGILState_Ensure)"}
