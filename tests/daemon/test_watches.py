@@ -7,6 +7,7 @@ import struct
 import pytest
 
 from strobe.daemon.memory import PreparedRead, prepare_raw
+from strobe.daemon.python_reads import prepare_python
 from strobe.daemon.watches import (
     MAX_WATCHES,
     WatchDecoder,
@@ -88,3 +89,18 @@ def test_watches_past_the_native_four_are_decoded_from_the_bytes_the_agent_read(
     watches, _ = plan_watches([], [WatchSpec(address=a, type="u16") for a in reads], [], reads, None)
     decoder = WatchDecoder(assign(watches))
     assert decoder.js({"4": {"h": "3412"}}) == {"0x50": 0x1234}
+
+
+def test_python_watches_are_sent_as_chains_and_scoped_by_python_names() -> None:
+    specs = [WatchSpec(variable="app.count", on=("shop.cart.*",)), WatchSpec(variable="app.cfg", on=("auth::*",))]
+    reads = {"app.count": prepare_python("app.count"), "app.cfg": prepare_python("app.cfg")}
+    watches, _ = plan_watches([], specs, [], reads, None)
+    hooked = [(1, "shop.cart.checkout", None), (2, "shop.cart.Cart.total", None), (3, "auth::check", None)]
+    message = agent_watches(assign(watches), hooked, 5)
+    assert message["native"] == []
+    assert message["js"] == [  # '*' stops at '.' in a Python scope: Cart.total is one level too deep
+        {"id": 4, "label": "app.count", "funcs": [1], "python": "app.count"},
+        {"id": 5, "label": "app.cfg", "funcs": [3], "python": "app.cfg"}]
+    decoder = WatchDecoder(assign(watches), hooked)
+    assert decoder.python(4, 1, 7) == ("app.count", 7) and decoder.python(4, 2, 7) is None
+    assert decoder.python(5, 3, {"__error__": "gone"}) == ("app.cfg", {"error": "gone"})

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from strobe.daemon.memory import PreparedRead
-from strobe.errors import ValidationError, WatchFailed
-from strobe.symbols.patterns import Pattern, parse_pattern
+from strobe.errors import InvalidPattern, ValidationError, WatchFailed
+from strobe.symbols.patterns import Pattern, parse_pattern, parse_python_pattern
 
 MAX_WATCHES = 32
 NATIVE_WATCHES = 4  # read by the CModule itself; the others by a JavaScript callback
@@ -60,6 +60,17 @@ class _Named:
     file: str | None
 
 
+def _scope(text: str, project_root: str | None) -> Pattern:
+    """An `on` pattern: a dotted name is a Python one ('*' stops at '.'), anything else native ('*' stops at
+    '::'), like the trace patterns it is meant to match."""
+    if "." in text and "::" not in text and not text.startswith("@"):
+        try:
+            return parse_python_pattern(text, project_root)
+        except InvalidPattern:
+            pass
+    return parse_pattern(text, project_root)
+
+
 def plan_watches(
     current: Sequence[Watch],
     add: Sequence[WatchSpec],
@@ -83,7 +94,7 @@ def plan_watches(
                 "first (watches: {remove: ['" + label + "']})."
             )
         labels.add(label)
-        scope = tuple(parse_pattern(p, project_root) for p in spec.on) if spec.on is not None else None
+        scope = tuple(_scope(p, project_root) for p in spec.on) if spec.on is not None else None
         read = None
         if spec.expr is None:
             read = resolved.get(label)
