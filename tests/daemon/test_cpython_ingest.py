@@ -18,7 +18,7 @@ from strobe.daemon.watches import Watch, WatchDecoder, WatchSpec, assign
 from strobe.store import sessions as store_sessions
 from strobe.store.functions import insert_functions
 from strobe.store.query import EventFilter, install_functions
-from strobe.store.schema import connect
+from strobe.store.schema import EventKind, connect
 from strobe.store.writer import Writer
 
 START = 5_000_000_000
@@ -129,3 +129,34 @@ def test_unknown_kinds_replies_and_losses(writer: Writer, tmp_path: Path) -> Non
     dropped = writer.call(lambda c: c.execute("SELECT dropped FROM sessions WHERE key = ?",
                                               (ingest.session,)).fetchone()[0]).result(10)
     assert dropped == 12
+
+
+def test_return_values_are_found_by_debug_querys_filter(writer: Writer, tmp_path: Path) -> None:
+    ingest = make_ingest(writer)
+    values: list[Any] = [3, 2.5, True, "ok", None, [1, 2], "3", 2**70]
+    events = []
+    for n, value in enumerate(values):
+        events += [[1, 7, START + 10 * n, 4242, 2 * n + 1, -1, {"args": []}],
+                   [2, 7, START + 10 * n + 5, 4242, 2 * n + 2, -1, {"return": value, "duration": 5,
+                                                                    "enter": 2 * n + 1}]]
+    ingest.on_py_batch(batch(events))
+    writer.call(lambda c: None).result(10)
+    conn = connect(tmp_path / "strobe.db", readonly=True)
+    install_functions(conn)
+
+    def returning(**flt: Any) -> list[Any]:
+        page = query_wire(conn, ingest.session, "s", EventFilter(kind=EventKind.FUNCTION_EXIT, **flt), limit=50,
+                          offset=0, verbose=True)
+        return [(e.get("returnValue"), e["returnType"]) for e in page.events]
+
+    try:
+        assert returning() == [(3, "int"), (2.5, "float"), (True, "bool"), ("ok", "str"), (None, "None"),
+                               ([1, 2], "list"), ("3", "str"), (2**70, "int")]
+        assert returning(return_equals=3) == [(3, "int")]  # not the string "3"
+        assert returning(return_equals="3") == [(3, "int"), ("3", "str")]  # as text it names both
+        assert returning(return_equals=2.5) == [(2.5, "float")]
+        assert returning(return_equals=True) == [(True, "bool")]
+        assert returning(return_equals="ok") == [("ok", "str")]
+        assert returning(return_is_null=True) == [(None, "None")]
+    finally:
+        conn.close()

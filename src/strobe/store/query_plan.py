@@ -168,13 +168,13 @@ def _return_equals_clause(value: Any, params: list[Any]) -> str:
     if value is None:
         return "e.retval IS NULL"
     if isinstance(value, bool):
-        params.append(int(value))
-        return "e.retval = ?"
+        params.extend([int(value), "true" if value else "false"])  # a native bool, a Python one (JSON text)
+        return "e.retval IN (?, ?)"
     if isinstance(value, int | float):
         params.append(value)
         return "e.retval = ?"
     if isinstance(value, str):
-        alternatives = [value]
+        alternatives = [value, json.dumps(value, ensure_ascii=False)]  # as text, and a Python str (JSON text)
         if re.fullmatch(r"0[xX][0-9a-fA-F]+", value):
             alternatives.append(int(value, 16))  # type: ignore[arg-type]
             alternatives.append(hex(int(value, 16)))

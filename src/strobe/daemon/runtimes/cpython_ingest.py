@@ -30,6 +30,19 @@ def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+def stored_value(value: Any) -> Any:
+    """A rendered return or yielded value as the `retval` column keeps it, so that debug_query's returnValue
+    filter finds it like a native one: None as NULL, numbers as numbers, anything else as JSON text (a bool
+    as 'true'/'false', a string quoted)."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63:
+        return value
+    if isinstance(value, float):
+        return value
+    return _json(value)
+
+
 def crash_fields(payload: dict[str, Any]) -> dict[str, Any]:
     """An uncaught exception as a crash event's fields: the exception, the innermost frame and its locals, and
     the traceback innermost first (like a native crash's backtrace)."""
@@ -113,9 +126,9 @@ class PythonIngest(TraceIngest):
                     extra["exception"] = payload.get("exception")
                 elif "yielded" in payload:
                     extra["yielded"] = True
-                    retval = _json(payload["yielded"])
+                    retval = stored_value(payload["yielded"])
                 else:
-                    retval = _json(payload.get("return"))
+                    retval = stored_value(payload.get("return"))
                 if "watches" in payload:
                     watched = self._watch_values(payload["watches"], fid)
                     if watched:
