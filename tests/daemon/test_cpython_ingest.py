@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from tests.mcp.wire_pages import query_wire
 
 from strobe.daemon.python_reads import prepare_python
@@ -22,14 +20,6 @@ from strobe.store.schema import EventKind, connect
 from strobe.store.writer import Writer
 
 START = 5_000_000_000
-
-
-@pytest.fixture
-def writer(tmp_path: Path) -> Iterator[Writer]:
-    w = Writer(tmp_path / "strobe.db")
-    w.start()
-    yield w
-    w.close()
 
 
 def make_ingest(writer: Writer) -> PythonIngest:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -30,14 +29,6 @@ from strobe.store.schema import connect
 from strobe.store.writer import Writer
 
 START = 1_000_000_000
-
-
-@pytest.fixture
-def writer(tmp_path: Path) -> Iterator[Writer]:
-    w = Writer(tmp_path / "strobe.db")
-    w.start()
-    yield w
-    w.close()
 
 
 def records(*rows: tuple[int, int, int, int, int, int, list[int]]) -> bytes:

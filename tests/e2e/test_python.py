@@ -126,6 +126,17 @@ async def test_pending_patterns_and_uncaught_exception(
     assert event["threadName"] == "MainThread"
 
 
+async def served_from_the_first_line(strobe: StrobeClient, sid: str, control: Control) -> list[dict[str, Any]]:
+    """One round of app.py, traced with the staged patterns app.serve and shop.cart.checkout: serve() was
+    entered before the program printed anything, so they were hooked before its first line."""
+    await control.round(strobe, sid)
+    events = await traced(strobe, sid, 3)
+    assert [(e["function"], e["eventType"]) for e in events[:3]] == [
+        ("app.serve", "function_enter"), ("shop.cart.checkout", "function_enter"),
+        ("shop.cart.checkout", "function_exit")]
+    return events
+
+
 def _pyenv_version(prefix: str) -> str | None:
     root = Path(os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv")))
     versions = sorted(p.name for p in (root / "versions").glob(f"{prefix}.*")) if (root / "shims").is_dir() else []
@@ -166,11 +177,7 @@ async def test_launch_forms(strobe: StrobeClient, form: str, shop: Path, control
     await strobe.call("debug_trace", add=["app.serve", "shop.cart.checkout"])
     launched = await strobe.call("debug_launch", command=command, args=args, projectRoot=str(shop), cwd=str(shop))
     sid = launched["sessionId"]
-    await control.round(strobe, sid)
-    events = await traced(strobe, sid, 3)
-    assert [(e["function"], e["eventType"]) for e in events[:3]] == [
-        ("app.serve", "function_enter"), ("shop.cart.checkout", "function_enter"),
-        ("shop.cart.checkout", "function_exit")]
+    await served_from_the_first_line(strobe, sid, control)
     sessions = {s["sessionId"]: s for s in (await strobe.call("debug_list_sessions"))["sessions"]}
     if expect is not None:
         assert sessions[sid]["binaryPath"] == expect
@@ -330,10 +337,6 @@ async def test_uv_run_is_followed_to_the_interpreter(strobe: StrobeClient, shop:
                                  projectRoot=str(shop), cwd=str(shop),
                                  env={"UV_CACHE_DIR": str(shop / ".uv"), "UV_PYTHON": _real_python3()})
     sid = launched["sessionId"]
-    await control.round(strobe, sid)
-    events = await traced(strobe, sid, 3)
-    assert [(e["function"], e["eventType"]) for e in events[:3]] == [
-        ("app.serve", "function_enter"), ("shop.cart.checkout", "function_enter"),
-        ("shop.cart.checkout", "function_exit")]
+    events = await served_from_the_first_line(strobe, sid, control)
     assert events[0]["pid"] != launched["pid"]  # uv's child
     await strobe.call("debug_stop", sessionId=sid)

@@ -105,20 +105,17 @@ def _loads(text: Any) -> Any:
         return text
 
 
+_JSON_TYPES: tuple[tuple[type, str], ...] = ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"),
+                                              (list, "list"))
+
+
 def python_type(value: Any) -> str:
     """The Python type of a rendered value, as far as its rendering tells (reprs.py marks objects with __type__)."""
     if value is None:
         return "None"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int"
-    if isinstance(value, float):
-        return "float"
-    if isinstance(value, str):
-        return "str"
-    if isinstance(value, list):
-        return "list"
+    for kind, name in _JSON_TYPES:  # bool before int: a bool is an int
+        if isinstance(value, kind):
+            return name
     if isinstance(value, dict):
         kind = value.get("__type__")
         if isinstance(kind, str):
