@@ -113,13 +113,13 @@ def python_type(value: Any) -> str:
     """The Python type of a rendered value, as far as its rendering tells (reprs.py marks objects with __type__)."""
     if value is None:
         return "None"
-    for kind, name in _JSON_TYPES:  # bool before int: a bool is an int
-        if isinstance(value, kind):
+    for json_type, name in _JSON_TYPES:  # bool before int: a bool is an int
+        if isinstance(value, json_type):
             return name
     if isinstance(value, dict):
-        kind = value.get("__type__")
-        if isinstance(kind, str):
-            return kind
+        marked = value.get("__type__")
+        if isinstance(marked, str):
+            return marked
         return "bytes" if set(value) == {"bytes", "len"} else "dict"
     return "object"
 
