@@ -15,7 +15,6 @@ from strobe.daemon.live import LiveSession
 from strobe.daemon.memory import READ_TIMEOUT_S, Poll, PreparedRead, snapshot_row
 from strobe.daemon.runtimes.base import AgentHandle, Run
 from strobe.daemon.runtimes.cpython import python_type, tracer_state
-from strobe.errors import ProcessExited
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +37,7 @@ def _entry(label: str, value: Any) -> dict[str, Any]:
     return {"target": label, "type": python_type(value), "value": value}
 
 
-async def evaluate(run: Run[Any], handle: AgentHandle, targets: Sequence[PreparedRead], session_id: str
-                   ) -> dict[str, dict[str, Any]]:
+async def evaluate(run: Run[Any], handle: AgentHandle, targets: Sequence[PreparedRead]) -> dict[str, dict[str, Any]]:
     """Each Python target's read, by label: {target, type, value} or {target, error}."""
     tracer = tracer_state(handle)
     if tracer.state != "installed":
@@ -52,8 +50,6 @@ async def evaluate(run: Run[Any], handle: AgentHandle, targets: Sequence[Prepare
         return {t.label: {"target": t.label, "error": (
             f"The Python tracer did not answer within {READ_TIMEOUT_S:.0f} s (the interpreter may hold its GIL in "
             "a long C call, or be stopped). Retry.")} for t in targets}
-    except ProcessExited:
-        raise
     values = {expr: value for expr, value in reply.get("values", [])}
     if "error" in reply:
         return {t.label: {"target": t.label, "error": str(reply["error"])} for t in targets}
@@ -71,7 +67,7 @@ async def run_poll(live: LiveSession, run: Run[Any], poll: Poll) -> None:
             await asyncio.sleep(max(0.0, due - time.monotonic()))  # the poll's own cadence
             if live.root.ended or poll.state != "running":
                 break
-            read = await evaluate(run, handle, poll.targets, live.record.id)
+            read = await evaluate(run, handle, poll.targets)
             values = {label: entry.get("value") if "error" not in entry else {"error": entry["error"]}
                       for label, entry in read.items()}
             writer.submit_rows([snapshot_row(key, pid, time.monotonic_ns() - live.start_ns, values)])

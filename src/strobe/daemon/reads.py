@@ -65,7 +65,12 @@ class SessionReads:
                 ) from exc
             answers = reply.results
         python = [t for t in targets if t.python is not None]
-        evaluated = await evaluate(self._services.worker.run, handle, python, session_id) if python else {}
+        try:
+            evaluated = await evaluate(self._services.worker.run, handle, python) if python else {}
+        except ProcessGone as exc:
+            raise ProcessExited(
+                f"Process exited — session '{session_id}' is still queryable but reads are unavailable ({exc})."
+            ) from exc
         return [evaluated[t.label] if t.python is not None
                 else result_of(t, r, data, bytes_dir=self._services.paths.reads_dir, session_id=session_id)
                 for t, r in pair_results(targets, answers)]
