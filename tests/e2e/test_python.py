@@ -87,12 +87,15 @@ async def test_runtime_patterns_arguments_returns_exceptions(
     total = next(e for e in events if e["function"] == "shop.cart.Cart.total" and e["eventType"] == "function_exit")
     assert total["returnValue"] == 72.0 and total["returnType"] == "float" and total["durationNs"] > 0
 
-    # Removed on the live process: the next round records only checkout.
-    removed = await strobe.call("debug_trace", sessionId=sid, remove=["shop.cart.Cart.*"])
-    assert removed["hookedFunctions"] == 1
+    # Changed on the live process: Cart.add no more; serializationDepth 1 from now on.
+    changed = await strobe.call("debug_trace", sessionId=sid, remove=["shop.cart.Cart.*"],
+                                add=["shop.cart.Cart.total"], serializationDepth=1)
+    assert changed["hookedFunctions"] == 2
     await control.round(strobe, sid)
-    events = await traced(strobe, sid, 12 + 2)
-    assert Counter(e["function"] for e in events[12:]) == {"shop.cart.checkout": 2}
+    events = await traced(strobe, sid, 12 + 4)
+    assert Counter(e["function"] for e in events[12:]) == {"shop.cart.checkout": 2, "shop.cart.Cart.total": 2}
+    total = next(e for e in events[12:] if e["function"] == "shop.cart.Cart.total")
+    assert total["arguments"] == [{"__type__": "shop.cart.Cart", "owner": "user2", "items": "<list>"}]
 
 
 @pytest.mark.parametrize("python", PYTHONS)

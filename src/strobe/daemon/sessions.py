@@ -262,6 +262,11 @@ class SessionManager:
         if live is not None and live.types is not None:
             async with live.trace_lock:
                 await live.types.set_depth(depth)
+                for process in live.live_processes():
+                    try:
+                        await process.image.runtime.set_depth(self.services.worker.run, process.handle, depth)
+                    except GONE as exc:
+                        log.info("session %s: depth not set in pid %d (%s)", session_id, process.pid, exc)
 
     async def _plan_watches(self, live: LiveSession, add: Sequence[WatchSpec], remove: Sequence[str]
                             ) -> tuple[list[Watch], list[str]]:

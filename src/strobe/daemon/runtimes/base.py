@@ -114,6 +114,10 @@ class Runtime(ABC):
         """Have the process send every event recorded so far (they are delivered, not yet ingested, on return).
         Raises FridaAttachFailed when the process is gone."""
 
+    async def set_depth(self, run: Run[Any], handle: AgentHandle, depth: int) -> None:  # noqa: B027
+        """serializationDepth changed: values rendered in the target from now on use it (native code's plans
+        are the session's ArgumentTypes, so nothing here by default)."""
+
     async def prepare(self, run: Run[Any], handle: AgentHandle, depth: int) -> list[str]:
         """Once per new image (spawn, exec), after its hooks are planned and before it is resumed: what the runtime
         sets up in the process (CPython: installs the tracer, with the targets `apply_hooks` gave it so far).

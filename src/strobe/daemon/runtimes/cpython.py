@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 CPYTHON = RuntimeKind.CPYTHON.value
 COMMAND_TIMEOUT_S = 5.0  # a command's reply: the tracer's thread reads its pipe within milliseconds
+PYTHON_FLUSH_TIMEOUT_S = 1.0  # a query waits this long at most for the tracer's buffered events
 _VERSION = re.compile(r"^(?:lib)?python(\d)\.(\d+)")
 
 
@@ -281,11 +282,18 @@ class CPythonRuntime(NativeRuntime):
     async def flush(self, run: Run[Any], handle: AgentHandle, timeout: float) -> None:
         await super().flush(run, handle, timeout)
         tracer = tracer_state(handle)
-        if tracer.state == "installed":
+        if tracer.state == "installed":  # its thread needs the GIL: a program inside a long C call delays it
+            wait = min(timeout, PYTHON_FLUSH_TIMEOUT_S)
             try:
-                await tracer.request(run, handle, timeout, "flush")
+                await tracer.request(run, handle, wait, "flush")
             except TimeoutError:
-                log.info("pid %d: the Python tracer did not flush within %.1f s", handle.pid, timeout)
+                log.info("pid %d: the Python tracer did not flush within %.1f s", handle.pid, wait)
+
+    async def set_depth(self, run: Run[Any], handle: AgentHandle, depth: int) -> None:
+        tracer = tracer_state(handle)
+        if tracer.state in ("waiting", "installed"):
+            command = tracer.command("depth", depth=depth)
+            await run(lambda: handle.py_command(command))
 
     async def prepare(self, run: Run[Any], handle: AgentHandle, depth: int) -> list[str]:
         tracer = tracer_state(handle)
