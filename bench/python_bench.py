@@ -22,7 +22,21 @@ information. Interpreters are real ones (never pyenv's shims). viztracer comes f
 from each interpreter under bench/.build/venvs (scripts/bench-deps.sh, or lazily here); when it cannot be
 installed it is reported as unavailable.
 
-Findings (2-core shared VM, CPython 3.12.1, Strobe's tracer as of 715835c): see the README's benchmark section.
+Findings (2-core shared VM, busy with another engineer's tests; f98dcdc; 3.12.1, 3.13.0, 3.11.2):
+- Untraced calls while one other function is traced: within noise on 3.12+ (-4.8% and +1.7% in the thread's
+  CPU time, ~40 ns a call): sys.monitoring DISABLEs an untargeted code object after its first PY_START. On 3.11
+  sys.settrace's global function runs on every call: ~30 -> ~160 ns (+420%).
+- A traced call costs ~4.2 us of the loop thread's CPU on 3.12/3.13 (~5.8 us wall, the daemon competing for the
+  2 cores), every call recorded; viztracer ~110 ns (Strobe/viztracer 27-52x in wall time, 38-39x in CPU time;
+  viztracer logging arguments and return values with repr: ~1.3-1.8 us), the pure-Python setprofile recorder
+  ~500-700 ns. Measured in-process with a sink that discards
+  (no Frida): ~4.4 us, of which ~2.2 us is Outbox.emit (encoding each event to JSON as it is recorded, ~0.8 us
+  an event) and ~0.14 us sys.monitoring's dispatch of two empty Python callbacks; the rest builds the events
+  (frame.f_locals, rendering, the thread's stack).
+- Sustained: the target produces the offered 240k events/s, every event is stored, none dropped, but the daemon
+  stores ~70-90k events/s and catches up 15-25 s after the last call, its RSS reaching ~1 GB meanwhile. The
+  daemon's decoding alone (PythonIngest.on_py_batch without the writer) is ~3 us an event (~0.9 us json.loads,
+  the rest building rows and re-encoding arguments and return values).
 """
 
 from __future__ import annotations

@@ -90,6 +90,8 @@ def _python_verdicts(python: dict[str, Any]) -> list[dict[str, Any]]:
                             TARGET_PY_EVENTS_PER_S, "higher", "events/s"))
         out.append(_verdict(f"{name} events unaccounted for (silent loss)", sustained["unaccounted"], 0, "lower",
                             "events"))
+        out.append(_verdict(f"{name} daemon peak RSS while ingesting", sustained["daemon_peak_rss_mb"], TARGET_RSS_MB,
+                            "lower", "MB"))
     return out
 
 
