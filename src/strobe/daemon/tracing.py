@@ -196,7 +196,8 @@ class SessionTrace:
 def stability_status(hooked: int, matched: int, sampled: list[str]) -> str:
     if hooked == 0:
         return (
-            "No functions are hooked. Check the warnings: the names may need qualifying ('ns::func', '**::func'), "
+            "No functions are hooked. Check the warnings: the names may need qualifying ('ns::func', '**::func'; "
+            "Python 'pkg.mod.func', '**.func'), "
             "the functions may be inlined (built with -O2), or the binary may lack debug info."
         )
     if hooked < 50:
