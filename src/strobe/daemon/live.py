@@ -19,7 +19,7 @@ from strobe.daemon.argtypes import ArgumentTypes
 from strobe.daemon.ingest import IngestWorker, SlotTable
 from strobe.daemon.memory import SessionPolls, snapshot_row
 from strobe.daemon.process import ProcessImage, TracedProcess
-from strobe.daemon.runtimes.cpython import is_reply, tracer_state
+from strobe.daemon.runtimes.cpython import batch_size, is_reply, tracer_state
 from strobe.daemon.tracing import SessionTrace
 from strobe.daemon.watches import Watch, WatchSpec
 from strobe.instrument.protocol import (
@@ -142,13 +142,15 @@ class LiveSession:
             tracer_state(process.handle).resolve(data)
             return
         on_batch = getattr(process.ingest, "on_py_batch", None) if process is not None else None
-        if on_batch is None:
+        if process is None or on_batch is None:
             log.info("session %s: a Python tracer batch from pid %d, which is not traced as Python", self.record.id,
                      pid)
             return
-        if not self.ingest_worker.submit(lambda: on_batch(data), 1):
-            log.warning("session %s: ingest queue full; a Python tracer batch of pid %d was dropped", self.record.id,
+        ingest, count = process.ingest, batch_size(data)
+        if not self.ingest_worker.submit(lambda: on_batch(data), max(count, 1)):  # bounded like native records
+            log.warning("session %s: ingest queue full; %d Python events of pid %d dropped", self.record.id, count,
                         pid)
+            self.ingest_worker.submit(lambda: ingest.refuse(count))
 
     def on_py_state(self, pid: int, state: PyState) -> None:
         if state.state == "unsupported":

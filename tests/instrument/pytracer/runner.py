@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from strobe.daemon.runtimes.cpython import batch_size
 from strobe.instrument.pytracer import source
 
 HERE = Path(__file__).parent
@@ -103,7 +104,14 @@ class Run:
         return [json.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
 
     def batches(self) -> list[dict[str, Any]]:
-        return [m for m in self.messages() if "events" in m]
+        """The batches; each says how many events it carries in its head, read by the host without parsing it
+        (daemon/runtimes/cpython.batch_size)."""
+        path = self.work / "batches.jsonl"
+        lines = [line for line in path.read_bytes().splitlines() if b'"events":' in line] if path.exists() else []
+        batches = [json.loads(line) for line in lines]
+        for line, batch in zip(lines, batches, strict=True):
+            assert batch_size(line) == batch["n"] == len(batch["events"]), line[:200]
+        return batches
 
     def events(self, pid: int | None = None) -> list[Event]:
         return [e for b in self.batches() if pid is None or b["pid"] == pid for e in b["events"]]

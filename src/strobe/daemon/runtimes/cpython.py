@@ -125,6 +125,15 @@ def python_type(value: Any) -> str:
     return "object"
 
 
+_BATCH_SIZE = re.compile(rb'\{"v":1,"n":(\d+),')
+
+
+def batch_size(data: bytes) -> int:
+    """How many events a tracer batch carries, from its head (outbox.py writes "n" first after "v")."""
+    found = _BATCH_SIZE.match(data)
+    return int(found.group(1)) if found else 0
+
+
 def is_reply(data: bytes) -> bool:
     """Whether a tracer message is a command's reply (`{"v":1,"pid":N,"reply":...`), not a batch."""
     return data.find(b'"reply":', 0, 48) != -1

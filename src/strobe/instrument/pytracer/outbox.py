@@ -6,10 +6,11 @@ and removes exactly those while other threads keep appending. Each event is enco
 (~0.8 us, about what encoding it in a batch costs): buffered events are strings the cyclic GC never scans, and a
 flush holds the GIL only to join them. A batch is one UTF-8 JSON object:
 
-    {"v": 1, "pid": 4242, "threads": [[4242, "MainThread"]], "events": [[1, 7, ts, 4242, 1, -1, {...}]],
+    {"v": 1, "n": 1, "pid": 4242, "threads": [[4242, "MainThread"]], "events": [[1, 7, ts, 4242, 1, -1, {...}]],
      "dropped": 0, "errors": [{"where": "py_start", "error": "KeyError: 'x'", "count": 2}]}
 
-"dropped" is cumulative (events refused once `cap` were buffered), "errors" counts failures since the last batch.
+"n" is the number of events (first after "v": the host reads it without parsing the batch), "dropped" is
+cumulative (events refused once `cap` were buffered), "errors" counts failures since the last batch.
 """
 
 import os
@@ -146,7 +147,7 @@ class Outbox:
                 batch = events[:count]
                 del events[:count]
                 left -= count
-                head = self.dumps({"v": 1, "pid": self.pid, "threads": new_threads, "dropped": dropped,
+                head = self.dumps({"v": 1, "n": count, "pid": self.pid, "threads": new_threads, "dropped": dropped,
                                    "errors": errors})
                 self._send_text(head[:-1] + ',"events":[' + ",".join(batch) + "]}")
                 self._sent_dropped = dropped
