@@ -242,9 +242,12 @@ class Writer:
             return self._room.wait_for(lambda: self._pending_rows <= max_pending_rows, timeout)
 
     def submit_identified(self, session: int, first_id: int, rows: Sequence[IdentifiedRow]) -> None:
-        """Store events of one session carrying ids first_id.. first_id+len(rows)-1 from reserve_ids()."""
+        """Store events of one session carrying ids first_id.. first_id+len(rows)-1 from reserve_ids(). They count
+        as pending rows (wait_for_room) until written, like blocks."""
         if rows:
-            self._queue.put(("rows", session, first_id, rows))
+            with self._room:
+                self._pending_rows += len(rows)
+            self._queue.put(("rows", session, first_id, rows, True))
 
     def submit_output(self, session: int, pid: int, kind: EventKind, data: bytes, ts_ns: int) -> None:
         """A chunk of a target's stdout/stderr; empty `data` means that stream has ended."""
@@ -304,7 +307,8 @@ class Writer:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 self._resync(conn)
-                lost_rows = sum(item[1].count for item in items if item[0] == "block")
+                lost_rows = sum(item[1].count if item[0] == "block" else len(item[3]) for item in items
+                                if item[0] == "block" or (item[0] == "rows" and len(item) == 5))
                 with self._room:
                     self._pending_rows -= lost_rows
                     self._room.notify_all()
@@ -322,11 +326,13 @@ class Writer:
         for item in items:
             tag = item[0]
             if tag == "rows":
-                _, session, first, rows = item
+                session, first, rows = item[1:4]
                 conn.executemany(_INSERT, rows)
                 counts.record(conn, session, counts.IDENTIFIED_COLUMNS, rows)
                 self._fifo(session).add(first, len(rows))
                 self.rows_written += len(rows)
+                if len(item) == 5:  # submit_identified's: counted as pending
+                    written_blocks += len(rows)
             elif tag == "block":
                 block: EventBlock = item[1]
                 for group in block.groups:

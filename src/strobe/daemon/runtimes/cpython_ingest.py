@@ -26,8 +26,7 @@ MAX_OPEN_CALLS = 100_000  # enters remembered for their children and returns (th
 _BACKTRACE_SHOWN = 50
 
 
-def _json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode  # one encoder: ~3x cheaper than dumps
 
 
 def stored_value(value: Any) -> Any:
