@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.mcp.wire_pages import query_wire
+from tests.store.summaries import rebuilt, summaries
 
 from strobe.daemon.python_reads import prepare_python
 from strobe.daemon.runtimes.cpython_ingest import WATCH_ID_STRIDE, PythonIngest
@@ -85,6 +86,11 @@ def test_an_uncaught_exception_is_a_crash_event(writer: Writer, tmp_path: Path) 
     ingest.on_py_batch(batch([[9, -1, START + 50, 4242, 1, -1, {
         "type": "RuntimeError", "message": "cannot ship", "thread": "MainThread", "traceback": frames}]]))
     (crash,) = read(writer, tmp_path, ingest)
+    conn = connect(tmp_path / "strobe.db", readonly=True)
+    try:
+        assert summaries(conn) == rebuilt(conn)
+    finally:
+        conn.close()
     assert crash["eventType"] == "crash" and crash["runtime"] == "cpython"
     assert crash["exceptionType"] == "RuntimeError" and crash["exceptionMessage"] == "cannot ship"
     assert (crash["function"], crash["sourceFile"], crash["line"]) == ("explode", "/p/shop/cart.py", 48)
@@ -140,6 +146,7 @@ def test_return_values_are_found_by_debug_querys_filter(writer: Writer, tmp_path
         return [(e.get("returnValue"), e["returnType"]) for e in page.events]
 
     try:
+        assert summaries(conn) == rebuilt(conn)  # the count tables kept by the writer are exact
         assert returning() == [(3, "int"), (2.5, "float"), (True, "bool"), ("ok", "str"), (None, "None"),
                                ([1, 2], "list"), ("3", "str"), (2**70, "int")]
         assert returning(return_equals=3) == [(3, "int")]  # not the string "3"

@@ -13,7 +13,7 @@ import pytest
 
 from strobe.store import sessions as store_sessions
 from strobe.store.schema import EVENT_COLUMNS, EventKind, connect
-from strobe.store.writer import Writer
+from strobe.store.writer import ColumnGroup, Writer
 
 TIMEOUT = 10
 
@@ -408,7 +408,9 @@ def test_reserved_ids_written_out_of_order_are_trimmed_oldest_first(writer: Writ
     early = writer.reserve_ids(2)
     late = writer.reserve_ids(2)
     # The later block is stored first (a producer finished sooner); FIFO still drops the lowest ids.
-    writer.submit_identified(s, late, [(late + i, *row(s, 10 + i)) for i in range(2)])
-    writer.submit_identified(s, early, [(early + i, *row(s, i)) for i in range(2)])
+    for first, ts in ((late, 10), (early, 0)):
+        group = ColumnGroup(("id", "ts"), (("session", s), ("kind", 1)), [first, ts, first + 1, ts + 1])
+        writer.submit_groups(s, first, [group], [(first, ts, 1, None, None, None), (first + 1, ts + 1, 1, None, None,
+                                                                                     None)])
     barrier(writer)
     assert [event_id for event_id, _ in session_rows(reader, s)] == [early + 1, late, late + 1]

@@ -32,8 +32,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 EventRow = tuple[Any, ...]
 """One event in EVENT_COLUMNS order, without its id."""
-IdentifiedRow = tuple[Any, ...]
-"""One event as (id, *EVENT_COLUMNS)."""
+SummaryRow = tuple[Any, ...]
+SUMMARY_COLUMNS = ("id", "ts", "kind", "func", "duration", "retval")
+"""What the count tables need of an event submitted in groups (submit_groups)."""
 
 
 @dataclass(frozen=True)
@@ -241,13 +242,15 @@ class Writer:
         with self._room:
             return self._room.wait_for(lambda: self._pending_rows <= max_pending_rows, timeout)
 
-    def submit_identified(self, session: int, first_id: int, rows: Sequence[IdentifiedRow]) -> None:
-        """Store events of one session carrying ids first_id.. first_id+len(rows)-1 from reserve_ids(). They count
-        as pending rows (wait_for_room) until written, like blocks."""
-        if rows:
+    def submit_groups(self, session: int, first_id: int, groups: Sequence[ColumnGroup],
+                      summary: Sequence[SummaryRow]) -> None:
+        """Store events of one session carrying ids first_id.. from reserve_ids(), as column groups (many rows per
+        INSERT statement), with one SUMMARY_COLUMNS row per event for the count tables (counts.record). They
+        count as pending rows (wait_for_room) until written, like blocks."""
+        if summary:
             with self._room:
-                self._pending_rows += len(rows)
-            self._queue.put(("rows", session, first_id, rows, True))
+                self._pending_rows += len(summary)
+            self._queue.put(("groups", session, first_id, groups, summary))
 
     def submit_output(self, session: int, pid: int, kind: EventKind, data: bytes, ts_ns: int) -> None:
         """A chunk of a target's stdout/stderr; empty `data` means that stream has ended."""
@@ -307,8 +310,8 @@ class Writer:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 self._resync(conn)
-                lost_rows = sum(item[1].count if item[0] == "block" else len(item[3]) for item in items
-                                if item[0] == "block" or (item[0] == "rows" and len(item) == 5))
+                lost_rows = sum(item[1].count if item[0] == "block" else len(item[4]) for item in items
+                                if item[0] in ("block", "groups"))
                 with self._room:
                     self._pending_rows -= lost_rows
                     self._room.notify_all()
@@ -326,13 +329,19 @@ class Writer:
         for item in items:
             tag = item[0]
             if tag == "rows":
-                session, first, rows = item[1:4]
+                _, session, first, rows = item
                 conn.executemany(_INSERT, rows)
                 counts.record(conn, session, counts.IDENTIFIED_COLUMNS, rows)
                 self._fifo(session).add(first, len(rows))
                 self.rows_written += len(rows)
-                if len(item) == 5:  # submit_identified's: counted as pending
-                    written_blocks += len(rows)
+            elif tag == "groups":
+                _, session, first, groups, summary = item
+                for group in groups:
+                    _insert_group(conn, group)
+                counts.record(conn, session, SUMMARY_COLUMNS, summary)
+                self._fifo(session).add(first, len(summary))
+                self.rows_written += len(summary)
+                written_blocks += len(summary)
             elif tag == "block":
                 block: EventBlock = item[1]
                 for group in block.groups:

@@ -16,11 +16,16 @@ from typing import Any
 
 from strobe.daemon.ingest import MAX_PENDING_ROWS, TraceIngest
 from strobe.store.schema import EventKind
+from strobe.store.writer import ColumnGroup
 
 log = logging.getLogger(__name__)
 
 ENTER, RETURN, UNWIND, CRASH = 1, 2, 3, 9
 _KINDS = (ENTER, RETURN, UNWIND, CRASH)  # another kind (a newer tracer's) is skipped
+ENTER_KIND, EXIT_KIND, CRASH_KIND = int(EventKind.FUNCTION_ENTER), int(EventKind.FUNCTION_EXIT), int(EventKind.CRASH)
+ENTER_COLUMNS = ("id", "ts", "tid", "func", "parent", "args", "extra")
+EXIT_COLUMNS = ("id", "ts", "tid", "func", "parent", "duration", "retval", "extra")
+CRASH_COLUMNS = ("id", "ts", "tid", "extra")
 WATCH_ID_STRIDE = 1 << 16  # a Python watch's tracer id: watch set version * stride + its id in the set
 MAX_OPEN_CALLS = 100_000  # enters remembered for their children and returns (threads that died mid-call leak)
 _BACKTRACE_SHOWN = 50
@@ -95,51 +100,60 @@ class PythonIngest(TraceIngest):
             self.store_counters()
 
     def _store(self, events: list[list[Any]]) -> None:
+        """The events as three column groups (enters, exits, crashes: many rows per INSERT statement) and one
+        summary row each for the count tables."""
         first = self.writer.reserve_ids(len(events))
-        table, session, pid, start, opened = self.table.slots, self.session, self.pid, self.start_ns, self._open
-        rows: list[tuple[Any, ...]] = []
-        for offset, event in enumerate(events):
-            kind, fid, ts, tid, seq, parent_seq, payload = event
-            eid = first + offset
-            parent = opened.get(parent_seq)
+        table, start, opened = self.table.slots, self.start_ns, self._open
+        enters: list[Any] = []  # ENTER_COLUMNS, row after row
+        exits: list[Any] = []  # EXIT_COLUMNS
+        crashes: list[Any] = []  # CRASH_COLUMNS
+        summary: list[tuple[Any, ...]] = []
+        for eid, (kind, fid, ts, tid, seq, parent_seq, payload) in enumerate(events, first):
+            ts -= start
             slot = table.get(fid)
             func = slot.db_key if slot is not None else None
             if kind == ENTER:
                 args = payload.get("args")
-                extra: dict[str, Any] | None = {"resumed": True} if payload.get("resumed") else None
+                extra: dict[str, Any] | None = {"resumed": True} if "resumed" in payload else None
                 if "watches" in payload:
                     watched = self._watch_values(payload["watches"], fid)
                     if watched:
                         extra = {**(extra or {}), "watchValues": watched}
-                rows.append((eid, session, ts - start, int(EventKind.FUNCTION_ENTER), pid, tid, func, parent, None,
-                             None, None, None, None if args is None else _json(args),
-                             None if extra is None else _json(extra)))
+                enters += (eid, ts, tid, func, opened.get(parent_seq), None if args is None else _json(args),
+                           None if extra is None else _json(extra))
+                summary.append((eid, ts, ENTER_KIND, func, None, None))
                 opened[seq] = eid
                 if len(opened) > MAX_OPEN_CALLS:
                     del opened[next(iter(opened))]
-            elif kind in (RETURN, UNWIND):
+            elif kind == CRASH:
+                crashes += (eid, ts, tid, _json(crash_fields(payload)))
+                summary.append((eid, ts, CRASH_KIND, None, None, None))
+            else:
                 opened.pop(payload.get("enter"), None)
-                extra = {}
+                exit_extra: dict[str, Any] = {}
                 retval = None
                 if kind == UNWIND:
-                    extra["exception"] = payload.get("exception")
+                    exit_extra["exception"] = payload.get("exception")
                 elif "yielded" in payload:
-                    extra["yielded"] = True
+                    exit_extra["yielded"] = True
                     retval = stored_value(payload["yielded"])
                 else:
                     retval = stored_value(payload.get("return"))
                 if "watches" in payload:
                     watched = self._watch_values(payload["watches"], fid)
                     if watched:
-                        extra["watchValues"] = watched
-                rows.append((eid, session, ts - start, int(EventKind.FUNCTION_EXIT), pid, tid, func, parent,
-                             payload.get("duration"), retval, None, None, None, _json(extra) if extra else None))
-            else:
-                rows.append((eid, session, ts - start, int(EventKind.CRASH), pid, tid, None, None, None, None, None,
-                             None, None, _json(crash_fields(payload))))
+                        exit_extra["watchValues"] = watched
+                duration = payload.get("duration")
+                exits += (eid, ts, tid, func, opened.get(parent_seq), duration, retval,
+                          _json(exit_extra) if exit_extra else None)
+                summary.append((eid, ts, EXIT_KIND, func, duration, retval))
+        constants = (("session", self.session), ("pid", self.pid))
+        groups = [ColumnGroup(columns, (*constants, ("kind", kind)), values) for columns, kind, values in (
+            (ENTER_COLUMNS, ENTER_KIND, enters), (EXIT_COLUMNS, EXIT_KIND, exits), (CRASH_COLUMNS, CRASH_KIND, crashes))
+            if values]
         self.writer.wait_for_room(MAX_PENDING_ROWS)
-        self.writer.submit_identified(session, first, rows)
-        self.events += len(rows)
+        self.writer.submit_groups(self.session, first, groups, summary)
+        self.events += len(events)
 
     def _watch_values(self, captured: dict[str, Any], slot: int) -> dict[str, Any]:
         """{label: value} of the watches the tracer read at a call, by the watch set each id was sent in."""
