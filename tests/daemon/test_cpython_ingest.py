@@ -129,7 +129,7 @@ def test_unknown_kinds_replies_and_losses(writer: Writer, tmp_path: Path) -> Non
 
 def test_return_values_are_found_by_debug_querys_filter(writer: Writer, tmp_path: Path) -> None:
     ingest = make_ingest(writer)
-    values: list[Any] = [3, 2.5, True, "ok", None, [1, 2], "3", 2**70]
+    values: list[Any] = [3, 2.5, True, "ok", None, [1, 2], "3", 2**53]  # the tracer sends larger ints as text
     events = []
     for n, value in enumerate(values):
         events += [[1, 7, START + 10 * n, 4242, 2 * n + 1, -1, {"args": []}],
@@ -148,7 +148,7 @@ def test_return_values_are_found_by_debug_querys_filter(writer: Writer, tmp_path
     try:
         assert summaries(conn) == rebuilt(conn)  # the count tables kept by the writer are exact
         assert returning() == [(3, "int"), (2.5, "float"), (True, "bool"), ("ok", "str"), (None, "None"),
-                               ([1, 2], "list"), ("3", "str"), (2**70, "int")]
+                               ([1, 2], "list"), ("3", "str"), (2**53, "int")]
         assert returning(return_equals=3) == [(3, "int")]  # not the string "3"
         assert returning(return_equals="3") == [(3, "int"), ("3", "str")]  # as text it names both
         assert returning(return_equals=2.5) == [(2.5, "float")]

@@ -9,10 +9,11 @@ event ids. Timestamps are CLOCK_MONOTONIC like the daemon's. Runs on the ingest 
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from typing import Any
+
+import orjson
 
 from strobe.daemon.ingest import MAX_PENDING_ROWS, TraceIngest
 from strobe.store.schema import EventKind
@@ -31,7 +32,9 @@ MAX_OPEN_CALLS = 100_000  # enters remembered for their children and returns (th
 _BACKTRACE_SHOWN = 50
 
 
-_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode  # one encoder: ~3x cheaper than dumps
+def _json(value: Any) -> str:
+    """Compact JSON text (orjson: ~80 ns for an argument list, where json.JSONEncoder takes ~1 us)."""
+    return orjson.dumps(value).decode()
 
 
 def stored_value(value: Any) -> Any:
@@ -75,8 +78,8 @@ class PythonIngest(TraceIngest):
 
     def on_py_batch(self, data: bytes) -> None:
         try:
-            message = json.loads(data)
-        except ValueError:
+            message = orjson.loads(data)  # ~1.6x json's speed
+        except ValueError:  # orjson.JSONDecodeError
             log.warning("pid %d: a Python tracer batch is not JSON (%d bytes); dropped", self.pid, len(data))
             return
         if not isinstance(message, dict):
