@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import logging.handlers
 import os
@@ -45,9 +46,18 @@ async def _serve(paths: StrobePaths) -> None:
         await manager.close()
 
 
+GC_THRESHOLDS = (50_000, 50, 100)
+"""The daemon's cyclic GC runs after 50,000 new container objects (CPython's default: 700). Ingesting Python trace
+batches allocates ~10 objects an event, and with the default every batch set off several collections, full ones
+over the daemon's whole heap among them: parsing a batch cost ~2.3 us an event instead of ~0.35 us, and the
+daemon stored ~150k Python events/s instead of the ~240k offered. The daemon's data is mostly acyclic (numpy
+arrays, rows, strings), so collecting less often finds the same garbage later and costs little memory."""
+
+
 def run_daemon(paths: StrobePaths) -> int:
     """Serve until idle or told to stop. The caller holds the DaemonLock for this STROBE_HOME."""
     configure_logging(paths)
+    gc.set_threshold(*GC_THRESHOLDS)
     try:
         asyncio.run(_serve(paths))
     except Exception:
