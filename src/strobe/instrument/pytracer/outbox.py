@@ -62,12 +62,35 @@ def json_codec() -> "tuple[Callable[[object], str], Callable[[str], object]]":
     return json.JSONEncoder(default=_json_default, separators=(",", ":"), check_circular=False).encode, json.loads
 
 
+def value_codec(dumps: "Callable[[object], str]") -> "Callable[[object], str]":
+    """JSON text of a rendered value (reprs.Renderer's output): scalars written directly (an int, a str through
+    `_json`'s C escaper), anything else through `dumps`."""
+    try:
+        from _json import encode_basestring_ascii as quote
+    except ImportError:
+        return dumps
+    int_text = int.__repr__
+
+    def value(v: object, int_type: type = int, str_type: type = str) -> str:
+        t = type(v)
+        if t is int_type:
+            return int_text(v)
+        if t is str_type:
+            return quote(v)  # type: ignore[arg-type]
+        if v is None:
+            return "null"
+        return dumps(v)
+
+    return value
+
+
 class Outbox:
     """Events waiting for the sink, the counters that go with them, and the wake-up pipe of the helper thread."""
 
     def __init__(self, sink: "Callable[[bytes], object]", cap: int, flush_at: int) -> None:
         self.sink, self.cap, self.flush_at = sink, cap, flush_at
         self.dumps, self.loads = json_codec()
+        self.value = value_codec(self.dumps)
         self.events: list[str] = []  # each event already JSON
         self.threads: list[list[object]] = []  # [tid, name] not sent yet
         self._reset()
@@ -84,13 +107,17 @@ class Outbox:
         os.set_blocking(self.wake_w, False)
 
     def emit(self, event: list[object]) -> None:
+        self.emit_text(self.dumps(event))  # a str: buffered events are no work for the cyclic GC
+
+    def emit_text(self, text: str) -> None:
+        """An event already encoded (the tracer writes the common ones itself: ~3x cheaper than dumps)."""
         events = self.events
         size = len(events)
         if size >= self.cap:
             with self._small:
                 self.dropped += 1
             return
-        events.append(self.dumps(event))  # a str: buffered events are no work for the cyclic GC
+        events.append(text)
         if size + 1 >= self.flush_at and not self.woke:
             self.woke = True
             self.wake()

@@ -42,6 +42,7 @@ ENTER, RETURN, UNWIND, CRASH = 1, 2, 3, 9
 _GENERATOR_LIKE = 0x20 | 0x80 | 0x100 | 0x200  # CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE, CO_ASYNC_GENERATOR
 _VARARGS, _VARKEYWORDS, _ASYNC_GENERATOR = 0x04, 0x08, 0x200
 _TRACEBACK_FRAMES, _FRAME_LOCALS = 50, 30
+_UNBOUND = "\"<unbound>\""  # an argument not bound yet (JSON text)
 _COMMANDS = ("targets", "depth", "watches", "eval", "flush", "stop")
 _now = time.monotonic_ns
 _ident = _thread.get_ident
@@ -83,10 +84,12 @@ def _depth(value: object) -> int:
 class Live:
     """A code object found to be a target (kept while calls of it may be open, even once it is no longer one)."""
 
-    __slots__ = ("active", "argnames", "code", "fid", "generator")
+    __slots__ = ("active", "argnames", "code", "fid", "generator", "named")
 
-    def __init__(self, code: "CodeType", fid: int, argnames: tuple[str, ...], generator: bool) -> None:
+    def __init__(self, code: "CodeType", fid: int, argnames: tuple[str, ...], generator: bool,
+                 names_json: tuple[str, ...]) -> None:
         self.code, self.fid, self.argnames, self.generator, self.active = code, fid, argnames, generator, True
+        self.named = tuple(zip(argnames, names_json, strict=True))  # (name, name as JSON text): events as text
 
 
 class ThreadState:
@@ -108,7 +111,7 @@ class Tracer:
     def __init__(self, sink: "Callable[[bytes], object]", control_fd: int | None, config: dict[str, object]) -> None:
         self.out = Outbox(sink, int(config.get("max_buffered", 200_000)),  # type: ignore[call-overload]
                           int(config.get("flush_at", BATCH_EVENTS)))  # type: ignore[call-overload]
-        self._emit = self.out.emit
+        self._emit, self._emit_text, self._value = self.out.emit, self.out.emit_text, self.out.value
         self._control_fd, self._reading = control_fd, control_fd is not None
         self._interval = float(config.get("flush_interval", 0.01))  # type: ignore[arg-type]
         self._render = Renderer(3).render  # config["depth"] is applied as a command by _install
@@ -190,6 +193,13 @@ class Tracer:
         stack = state.stack
         parent = stack[-1][1] if stack else -1
         seq = next(self._seq)
+        stack.append([id(entry.code), seq, ts, None, -1, 0])
+        if frame is not None and not resumed and not self._watches:  # the common case, written as text
+            values, render, value = frame.f_locals, self._render, self._value
+            args = ",".join([f"[{name},{value(render(values[n])) if n in values else _UNBOUND}]"
+                             for n, name in entry.named])
+            self._emit_text(f'[1,{entry.fid},{ts},{state.tid},{seq},{parent},{{"args":[{args}]}}]')
+            return
         if frame is None or resumed:
             payload: dict[str, object] = {"resumed": True}
         else:
@@ -197,7 +207,6 @@ class Tracer:
             payload = {"args": [[n, render(values[n]) if n in values else "<unbound>"] for n in entry.argnames]}
         if self._watches:
             payload["watches"] = self._read_watches()
-        stack.append([id(entry.code), seq, ts, None, -1, 0])
         self._emit([ENTER, entry.fid, ts, state.tid, seq, parent, payload])
 
     def open_call(self, code: "CodeType") -> "list[Any] | None":
@@ -227,6 +236,11 @@ class Tracer:
         del stack[at:]  # also closes calls whose end was not seen (a target removed while they ran)
         if key == "yielded" and code.co_flags & _ASYNC_GENERATOR:
             value = _unwrap_async_yield(value)
+        if key == "return" and not self._watches:  # the common case, written as text
+            self._emit_text(f'[2,{fid},{ts},{state.tid},{next(self._seq)},{stack[-1][1] if stack else -1},'
+                            f'{{"return":{self._value(self._render(value))},"duration":{ts - opened[2]},'
+                            f'"enter":{opened[1]}}}]')
+            return True
         if key != "exception":
             value = self._render(value)
         elif value is None:
@@ -266,7 +280,9 @@ class Tracer:
             return None
         flags = code.co_flags
         count = code.co_argcount + code.co_kwonlyargcount + bool(flags & _VARARGS) + bool(flags & _VARKEYWORDS)
-        entry = self.live[id(code)] = Live(code, fid, code.co_varnames[:count], bool(flags & _GENERATOR_LIKE))
+        names = code.co_varnames[:count]
+        entry = self.live[id(code)] = Live(code, fid, names, bool(flags & _GENERATOR_LIKE),
+                                           tuple(self.out.dumps(name) for name in names))
         return entry
 
     def _set_targets(self, targets: object) -> int:
