@@ -343,3 +343,20 @@ async def test_uv_run_is_followed_to_the_interpreter(strobe: StrobeClient, shop:
     events = await served_from_the_first_line(strobe, sid, control)
     assert events[0]["pid"] != launched["pid"]  # uv's child
     await strobe.call("debug_stop", sessionId=sid)
+
+
+async def test_usercode_is_the_projects_files_not_its_virtualenv(
+    strobe: StrobeClient, shop: Path, control: Control
+) -> None:
+    """@usercode selects the functions of the project's own files: never a virtualenv's or installed packages'."""
+    venv_lib = shop / ".venv" / "lib" / "python3.11" / "site-packages" / "vendored"
+    venv_lib.mkdir(parents=True)
+    (venv_lib / "__init__.py").write_text("def helper():\n    return 1\n")
+    sid = await launch(strobe, PYTHONS[0].values[0], shop, control)
+    added = await strobe.call("debug_trace", sessionId=sid, add=["@usercode"])
+    # app.py: serve; shop/cart.py: Cart.add, Cart.total, prices, checkout, explode; vector.py: norm2, main
+    assert added["hookedFunctions"] == 8 and added["warnings"] == [], added
+    await control.round(strobe, sid)
+    events = await traced(strobe, sid, 2)
+    assert {e["function"] for e in events} == {"shop.cart.checkout", "shop.cart.Cart.add", "shop.cart.prices",
+                                               "shop.cart.Cart.total"}
