@@ -14,6 +14,9 @@ from strobe.mcp.models import (
     ListSessionsRequest,
     QueryRequest,
     StopRequest,
+    TestRequest,
+    TestStatusRequest,
+    TraceRequest,
 )
 from strobe.mcp.query_tools import to_filter
 from strobe.store.query import UNSET, EventFilter, TextMatch, TimeBound
@@ -306,3 +309,37 @@ def test_to_filter_all_function_match_fields() -> None:
         {"sessionId": "s", "function": {"equals": "a", "contains": "b", "matches": "c"}}
     )
     assert to_filter(req).function == TextMatch(equals="a", contains="b", matches="c")
+
+
+@pytest.mark.parametrize(("model", "arguments", "problem"), [
+    (QueryRequest, {"sessionId": "s" * 257}, "sessionId"),
+    (QueryRequest, {"sessionId": "s", "function": {"contains": "f" * 4097}}, "function.contains"),
+    (QueryRequest, {"sessionId": "s", "offset": 2**63}, "offset"),
+    (QueryRequest, {"sessionId": "s", "minDurationNs": 2**64}, "minDurationNs"),
+    (QueryRequest, {"sessionId": "s", "timeFrom": -(2**63) - 1}, "timeFrom"),
+    (QueryRequest, {"sessionId": "s", "pid": 2**31}, "pid"),
+    (QueryRequest, {"sessionId": "s", "returnValue": {"equals": 2**64}}, "returnValue.equals"),
+    (QueryRequest, {"sessionId": "s", "returnValue": {"equals": "x" * 5000}}, "returnValue.equals"),
+    (LaunchRequest, {"command": "/bin/true", "projectRoot": "relative/dir"}, "projectRoot"),
+    (LaunchRequest, {"command": "/bin/true", "projectRoot": "/p", "args": ["a" * 131_073]}, "args.0"),
+    (LaunchRequest, {"command": "c" * 4097, "projectRoot": "/p"}, "command"),
+    (TraceRequest, {"projectRoot": "here", "add": ["main"]}, "projectRoot"),
+    (TraceRequest, {"add": ["p" * 4097]}, "add.0"),
+    (TestRequest, {"projectRoot": "."}, "projectRoot"),
+    (TestRequest, {"projectRoot": "/p", "env": {"K": "v" * 131_073}}, "env.K"),
+    (TestStatusRequest, {"testRunId": "r" * 257}, "testRunId"),
+])
+def test_every_string_and_integer_is_bounded(model: type[pydantic.BaseModel], arguments: dict[str, Any],
+                                             problem: str) -> None:
+    """Oversized strings, integers beyond 64 bits and relative project roots are validation errors, never
+    something the daemon stores, resolves against its own directory, or fails on deep inside."""
+    with pytest.raises(pydantic.ValidationError) as info:
+        model.model_validate(arguments)
+    assert [".".join(map(str, e["loc"])) for e in info.value.errors()] == [problem]
+    assert len(describe_validation_error(info.value)) < 400  # the message never echoes the whole input
+
+
+def test_long_arguments_within_the_kernels_limit_are_accepted() -> None:
+    request = LaunchRequest.model_validate({"command": "/bin/true", "projectRoot": "/p", "args": ["a" * 131_072],
+                                            "env": {"K": "v" * 131_072}})
+    assert len(request.args[0]) == 131_072

@@ -68,7 +68,8 @@ def describe_validation_error(exc: pydantic.ValidationError) -> str:
             message = "unknown parameter (check its spelling against the tool's input schema)"
         elif error["type"] == "missing":
             message = "required parameter is missing"
-        got = json.dumps(error.get("input"), default=str)[:80]
+        given = error.get("input")
+        got = json.dumps(given[:100] if isinstance(given, str) else given, default=str)[:80]  # never a whole 60 MB
         detail = "" if error["type"] in ("missing", "extra_forbidden") else f" (got {got})"
         problems.append(f"{where}: {message}{detail}")
     return "Invalid parameters: " + "; ".join(problems) + "."

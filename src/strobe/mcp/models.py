@@ -6,8 +6,10 @@ agent can fix rather than a silently ignored filter.
 
 from __future__ import annotations
 
+import json
+import os
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -15,18 +17,32 @@ from strobe.store.query import parse_time
 
 EVENT_TYPES = ("function_enter", "function_exit", "stdout", "stderr", "crash", "variable_snapshot")
 MAX_QUERY_LIMIT = 500
+MAX_STRING = 4096  # every string parameter unless said otherwise: a path (PATH_MAX), a name, a pattern
+MAX_ARGUMENT = 131_072  # a command-line argument or environment value (Linux's MAX_ARG_STRLEN)
+MAX_ID = 256  # a session or test-run id
+MAX_INT64 = 2**63 - 1  # what SQLite stores: larger integers would fail deep inside instead of here
+Argument = Annotated[str, Field(max_length=MAX_ARGUMENT)]
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, str_max_length=MAX_STRING)
+
+
+def _absolute_root(value: str | None) -> str | None:
+    if value is not None and not os.path.isabs(value):
+        raise ValueError(f"projectRoot must be an absolute path (got {value[:200]!r}): pass the project's full path")
+    return value
 
 
 class LaunchRequest(StrictModel):
     command: str = Field(min_length=1, description="Path to the executable (absolute, or relative to cwd/projectRoot).")
-    args: list[str] = Field(default_factory=list, description="Command-line arguments.")
+    args: list[Argument] = Field(default_factory=list, max_length=4096, description="Command-line arguments.")
     cwd: str | None = Field(default=None, description="Working directory; default: the executable's directory.")
     projectRoot: str = Field(min_length=1, description="Absolute path of the project (user-code detection, settings).")
-    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables for the process.")
+    env: dict[str, Argument] = Field(default_factory=dict, max_length=4096,
+                                     description="Extra environment variables for the process.")
+
+    _root = field_validator("projectRoot")(_absolute_root)
 
 
 class FunctionMatch(StrictModel):
@@ -54,13 +70,22 @@ class ReturnValueMatch(StrictModel):
     equals: Any = Field(default=None, description="Match return values equal to this JSON value.")
     isNull: bool | None = Field(default=None, description="true: only null returns; false: only non-null.")
 
+    @field_validator("equals")
+    @classmethod
+    def _bounded(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool) and not -MAX_INT64 - 1 <= value <= MAX_INT64:
+            raise ValueError("an integer return value is at most 64 bits")
+        if len(json.dumps(value)) > MAX_STRING:
+            raise ValueError(f"a return value to match is at most {MAX_STRING} characters of JSON")
+        return value
+
 
 class ThreadNameMatch(StrictModel):
     contains: str
 
 
 class QueryRequest(StrictModel):
-    sessionId: str = Field(min_length=1)
+    sessionId: str = Field(min_length=1, max_length=MAX_ID)
     eventType: Literal[
         "function_enter", "function_exit", "stdout", "stderr", "crash", "variable_snapshot"
     ] | None = None
@@ -72,15 +97,17 @@ class QueryRequest(StrictModel):
         default=None, description='Nanoseconds since session start, "2s" since start, or "-5s" before the latest event.'
     )
     timeTo: int | str | None = Field(default=None, description="Same forms as timeFrom.")
-    minDurationNs: int | None = Field(default=None, ge=0)
-    pid: int | None = Field(default=None, ge=1)
+    minDurationNs: int | None = Field(default=None, ge=0, le=MAX_INT64)
+    pid: int | None = Field(default=None, ge=1, le=2**31 - 1)
     limit: int = Field(default=50, ge=1, le=MAX_QUERY_LIMIT, description="Events per page, 1-500 (default 50).")
-    offset: int = Field(default=0, ge=0)
+    offset: int = Field(default=0, ge=0, le=MAX_INT64)
     verbose: bool = False
 
     @field_validator("timeFrom", "timeTo")
     @classmethod
     def _time(cls, value: int | str | None) -> int | str | None:
+        if isinstance(value, int) and not -MAX_INT64 - 1 <= value <= MAX_INT64:
+            raise ValueError("a time in nanoseconds is at most 64 bits")
         if value is not None:
             parse_time(value)
         return value
@@ -150,7 +177,8 @@ class WatchChanges(StrictModel):
 
 class TraceRequest(StrictModel):
     sessionId: str | None = Field(
-        default=None, min_length=1, description="A running session; omit to stage patterns for the next launch."
+        default=None, min_length=1, max_length=MAX_ID,
+        description="A running session; omit to stage patterns for the next launch.",
     )
     add: list[str] = Field(default_factory=list, max_length=100, description="Patterns to start tracing.")
     remove: list[str] = Field(default_factory=list, max_length=100, description="Active patterns to stop tracing.")
@@ -167,9 +195,11 @@ class TraceRequest(StrictModel):
         default=None, description="Variables to read at each traced call (max 32 per session)."
     )
 
+    _root = field_validator("projectRoot")(_absolute_root)
+
 
 class StopRequest(StrictModel):
-    sessionId: str = Field(min_length=1)
+    sessionId: str = Field(min_length=1, max_length=MAX_ID)
     retain: bool = Field(default=False, description="Keep the session's events for later queries.")
 
 
@@ -178,7 +208,7 @@ class ListSessionsRequest(StrictModel):
 
 
 class DeleteSessionRequest(StrictModel):
-    sessionId: str = Field(min_length=1)
+    sessionId: str = Field(min_length=1, max_length=MAX_ID)
 
 
 class ReadTarget(StrictModel):
@@ -218,7 +248,7 @@ class PollRequest(StrictModel):
 
 
 class ReadRequest(StrictModel):
-    sessionId: str = Field(min_length=1)
+    sessionId: str = Field(min_length=1, max_length=MAX_ID)
     targets: list[ReadTarget] = Field(min_length=1, max_length=16, description="1-16 things to read.")
     depth: int = Field(default=1, ge=1, le=5, description="Struct levels expanded (1-5, default 1).")
     poll: PollRequest | None = Field(
@@ -241,12 +271,16 @@ class TestRequest(StrictModel):
         default=None, min_length=1,
         description="The test binary (Catch2, GoogleTest) or, for framework 'generic', the test command.",
     )
-    tracePatterns: list[str] | None = Field(default=None, description="Run the tests under Frida with these traced.")
+    tracePatterns: list[str] | None = Field(default=None, max_length=100,
+                                            description="Run the tests under Frida with these traced.")
     watches: WatchChanges | None = Field(default=None, description="Run the tests under Frida with these watches.")
-    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables for the tests.")
+    env: dict[str, Argument] = Field(default_factory=dict, max_length=4096,
+                                     description="Extra environment variables for the tests.")
+
+    _root = field_validator("projectRoot")(_absolute_root)
 
 
 class TestStatusRequest(StrictModel):
     __test__ = False  # not a pytest test class
 
-    testRunId: str = Field(min_length=1, description="The id debug_test returned.")
+    testRunId: str = Field(min_length=1, max_length=MAX_ID, description="The id debug_test returned.")
