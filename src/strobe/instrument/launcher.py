@@ -106,10 +106,13 @@ class ProcessHandle:
     _reply_data: dict[int, bytes] = field(default_factory=dict)
     _next_request: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _gone: bool = False  # detached: a request made now would wait for a reply that cannot come
 
     def _request(self, build: Any, timeout: float, doing: str) -> Any:
         """Post `build(request_id)` to the agent and wait for the reply carrying that request id."""
         with self._lock:
+            if self._gone:
+                raise ProcessGone(f"The process {self.pid} has exited (its agent detached); nothing was sent.")
             self._next_request += 1
             request_id = self._next_request
             waiter: tuple[threading.Event, list[Any]] = (threading.Event(), [])
@@ -205,8 +208,9 @@ class ProcessHandle:
             waiter[0].set()
 
     def fail_pending(self) -> None:
-        """The process is gone: wake every request still waiting (they will see no reply)."""
+        """The process is gone: wake every request still waiting (they will see no reply); later ones fail at once."""
         with self._lock:
+            self._gone = True
             waiters = list(self._replies.values())
             self._replies.clear()
         for event, _ in waiters:
