@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from strobe import __version__
-from strobe.paths import StrobePaths
+from strobe.paths import StrobePaths, UnsafeHomeError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -18,11 +18,19 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("shutdown", help="stop the running daemon and the programs it launched")
     args = parser.parse_args(argv)
     paths = StrobePaths.from_env()
-    if args.command == "mcp":
+    try:
+        return _run(args.command, paths)
+    except UnsafeHomeError as exc:  # the message says what is wrong and what to do
+        print(exc, file=sys.stderr)
+        return 1
+
+
+def _run(command: str, paths: StrobePaths) -> int:
+    if command == "mcp":
         from strobe.daemon.proxy import run_proxy
 
         return run_proxy(paths)
-    if args.command == "daemon":
+    if command == "daemon":
         from strobe.daemon.server import DaemonLock
 
         # Take the lock before the heavy imports, so a daemon that loses a start-up race exits at once.
@@ -36,12 +44,11 @@ def main(argv: list[str] | None = None) -> int:
             return run_daemon(paths)
         finally:
             lock.release()
-    if args.command == "shutdown":
+    if command == "shutdown":
         from strobe.daemon.proxy import stop_daemon
 
         if stop_daemon(paths):
             return 0
         print("strobe: the daemon did not exit within 15s", file=sys.stderr)
         return 1
-    parser.error(f"unknown command {args.command}")
-    return 2
+    raise AssertionError(f"unknown command {command}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import logging.handlers
@@ -14,15 +15,28 @@ from strobe.daemon.sessions import SessionManager
 from strobe.daemon.transport import socket_streams
 from strobe.mcp.app import build_server
 from strobe.mcp.registry import ToolContext
-from strobe.paths import StrobePaths
+from strobe.paths import StrobePaths, private_opener
 
 log = logging.getLogger("strobe")
 
 
+class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """daemon.log opened 0600 (at start and after each rotation); rotated files are renames, so they keep it."""
+
+    def _open(self) -> Any:
+        return open(self.baseFilename, self.mode, encoding=self.encoding, errors=self.errors, opener=private_opener)
+
+
+LOG_BACKUPS = 2
+
+
 def configure_logging(paths: StrobePaths) -> None:
-    handler = logging.handlers.RotatingFileHandler(
-        paths.log_file, maxBytes=10 * 1024 * 1024, backupCount=2, encoding="utf-8"
+    handler = PrivateRotatingFileHandler(
+        paths.log_file, maxBytes=10 * 1024 * 1024, backupCount=LOG_BACKUPS, encoding="utf-8"
     )
+    for n in range(1, LOG_BACKUPS + 1):  # rotated logs an older version left readable by others
+        with contextlib.suppress(OSError):
+            os.close(private_opener(f"{paths.log_file}.{n}", os.O_RDONLY))
     handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
+import signal
 import socket
 import subprocess
 import sys
@@ -18,8 +20,8 @@ import threading
 import time
 from typing import Any, BinaryIO
 
-from strobe.daemon.server import DaemonLock
-from strobe.paths import StrobePaths
+from strobe.daemon.server import DaemonLock, is_daemon, read_pid_file
+from strobe.paths import StrobePaths, private_opener
 
 CONNECT_DEADLINE_S = 20.0
 RESPAWN_EVERY_S = 1.0
@@ -29,7 +31,7 @@ REPLAY_ID_PREFIX = "strobe-proxy-replay-"
 def start_daemon(paths: StrobePaths) -> None:
     """Start `strobe daemon` detached from this process; anything it prints goes to daemon.log."""
     paths.ensure_home()
-    with open(paths.log_file, "ab") as log:
+    with open(paths.log_file, "ab", opener=private_opener) as log:
         subprocess.Popen(
             [sys.executable, "-m", "strobe", "daemon"],
             stdin=subprocess.DEVNULL,
@@ -188,21 +190,49 @@ def run_proxy(paths: StrobePaths) -> int:
 
 
 def stop_daemon(paths: StrobePaths, timeout_s: float = 15.0) -> bool:
-    """Ask the daemon to exit (SIGTERM) and wait for it; True when none is left running."""
-    try:
-        pid = int(paths.pid_file.read_text().strip())
-    except (FileNotFoundError, ValueError):
+    """Ask this STROBE_HOME's daemon to exit (SIGTERM) and wait for it; True when none is left running.
+
+    Only a process proven to be the daemon is signalled (`strobe.daemon.server.verified_daemon_pid`): a stale
+    strobe.pid naming some other process leaves that process alone. The process is pinned with a pidfd before
+    it is checked, so the pid cannot be reused by another process between the check and the signal."""
+    if not os.path.lexists(paths.home):
+        return True
+    paths.check_home()
+    pid = read_pid_file(paths)
+    if pid is None:
         return True
     try:
-        os.kill(pid, 15)
+        pidfd: int | None = os.pidfd_open(pid)
     except ProcessLookupError:
         return True
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not _alive(pid):
+    except OSError:  # no pidfds (kernel < 5.3): the check and the signal are microseconds apart
+        pidfd = None
+    try:
+        if not is_daemon(paths, pid):
+            if _alive(pid):
+                print(f"strobe: {paths.pid_file} names pid {pid}, which is not this STROBE_HOME's daemon (a stale "
+                      f"pid file: its daemon is gone); that process was left alone. No daemon is running here.",
+                      file=sys.stderr)
             return True
-        time.sleep(0.05)
-    return False
+        try:
+            if pidfd is not None:
+                signal.pidfd_send_signal(pidfd, signal.SIGTERM)
+            else:
+                os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return True
+        if pidfd is not None:  # readable once the process has exited (a zombie counts)
+            readable, _, _ = select.select([pidfd], [], [], timeout_s)
+            return bool(readable)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not _alive(pid):
+                return True
+            time.sleep(0.05)
+        return False
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
 
 
 def _alive(pid: int) -> bool:

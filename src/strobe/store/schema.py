@@ -7,9 +7,13 @@ Event ids are global integers assigned by the writer; the agent-facing id is "{s
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
 from enum import IntEnum
 from pathlib import Path
+
+from strobe.paths import private_opener
 
 SCHEMA_VERSION = 2
 
@@ -169,7 +173,14 @@ STATEMENT_CACHE = 256
 
 
 def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
-    """Open the store with the pragmas every connection needs; the writer also creates the schema."""
+    """Open the store with the pragmas every connection needs; the writer also creates the schema.
+
+    The file is created 0600 before SQLite opens it: SQLite gives its -wal and -shm files the database's mode."""
+    if str(path) != ":memory:":
+        os.close(private_opener(str(path), os.O_RDWR | os.O_CREAT))
+        for companion in ("-wal", "-shm"):  # left by a version that created them 0644
+            with contextlib.suppress(FileNotFoundError):
+                os.close(private_opener(f"{path}{companion}", os.O_RDONLY))
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0,
                            cached_statements=STATEMENT_CACHE)
     conn.execute("PRAGMA busy_timeout = 30000")
