@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -15,6 +17,29 @@ from mcp.shared.message import SessionMessage
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+PARSE_ERROR, INVALID_REQUEST = -32700, -32600  # JSON-RPC 2.0's codes
+MAX_ECHOED_ID = 256
+
+
+def malformed_reply(line: bytes) -> dict[str, Any]:
+    """The JSON-RPC error answering a line that is not a message: a parse error when it is not JSON, an invalid
+    request otherwise (with the request's id when it has a usable one, else null, as JSON-RPC says)."""
+    try:
+        value = json.loads(line)
+    except ValueError as exc:  # UnicodeDecodeError too
+        return {"jsonrpc": "2.0", "id": None, "error": {
+            "code": PARSE_ERROR, "message": f"Parse error: the line is not JSON ({str(exc)[:120]}). Send one JSON-RPC "
+                                           "2.0 message per line."}}
+    raw_id = value.get("id") if isinstance(value, dict) else None
+    usable = (isinstance(raw_id, str) and len(raw_id) <= MAX_ECHOED_ID) or (
+        isinstance(raw_id, int) and not isinstance(raw_id, bool) and -(2**63) <= raw_id < 2**63)
+    request_id = raw_id if usable else None  # never echo a huge id back
+    return {"jsonrpc": "2.0", "id": request_id, "error": {
+        "code": INVALID_REQUEST, "message": "Invalid request: not a JSON-RPC 2.0 message (it needs \"jsonrpc\": "
+                                            "\"2.0\" and a \"method\" with an \"id\" for a request, or a "
+                                            "\"result\"/\"error\" for a response)."}}
 
 
 Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
@@ -39,8 +64,14 @@ async def socket_streams(reader: asyncio.StreamReader, writer: asyncio.StreamWri
                     continue
                 try:
                     message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                except Exception as exc:
-                    await incoming_send.send(exc)
+                except Exception:
+                    reply = malformed_reply(line)
+                    log.info("malformed message (%d bytes): %s", len(line), reply["error"]["message"])
+                    try:
+                        writer.write(json.dumps(reply).encode() + b"\n")  # one whole line: never interleaved
+                        await writer.drain()
+                    except ConnectionError:
+                        return
                     continue
                 await incoming_send.send(SessionMessage(message))
 
