@@ -1,9 +1,20 @@
 """`strobe mcp`: a byte pipe between the MCP client's stdio and the daemon's socket.
 
-It starts the daemon when none answers. If the daemon goes away (it exits when idle), the proxy
-starts a new one, replays the client's initialize handshake (swallowing the reply) and resends any
-request still waiting for an answer, so the client never notices. Only protocol bytes reach stdout;
-diagnostics go to stderr.
+It starts the daemon when none answers. If the daemon goes away (it exits when idle, or dies), the proxy
+starts a new one and replays the client's initialize handshake (with its own id, swallowing the reply), so
+the client keeps its session. Only protocol bytes reach stdout; diagnostics go to stderr.
+
+A call is never repeated blindly. A request the old daemon never got (writing it failed) is sent to the new
+one. A request it got but never answered may or may not have run, so it is resent only when repeating it is
+harmless: `initialize`, `ping`, the `*/list` methods, and the read-only tools `debug_query`,
+`debug_list_sessions`, `debug_test_status` and `debug_read` without a `poll` (`SAFE_METHODS`, `SAFE_TOOLS`).
+Anything else — debug_launch, debug_test, debug_stop, debug_delete_session, debug_trace, a polling
+debug_read, any method not listed — is answered by the proxy with a JSON-RPC error (`DAEMON_RESTARTED`)
+saying the daemon restarted while the call was in flight, that it may or may not have run, and how to check.
+
+A request line longer than `MAX_REQUEST_BYTES` (16 MiB, well under the 64 MiB the daemon's socket reads)
+is never read whole nor sent: the proxy answers it with an invalid-request error (with the request's id when
+the start of the line names it, else null), skips the rest of the line and goes on with the next one.
 """
 
 from __future__ import annotations
@@ -11,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import select
 import signal
 import socket
@@ -18,6 +30,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from strobe.daemon.server import DaemonLock, is_daemon, read_pid_file
@@ -26,6 +39,94 @@ from strobe.paths import StrobePaths, private_opener
 CONNECT_DEADLINE_S = 20.0
 RESPAWN_EVERY_S = 1.0
 REPLAY_ID_PREFIX = "strobe-proxy-replay-"
+
+MAX_REQUEST_BYTES = 16 * 1024 * 1024  # a line longer than this is refused; the daemon reads up to 64 MiB
+ID_SCAN_BYTES = 64 * 1024  # how much of a refused line is looked at for its id
+DRAIN_CHUNK = 1 << 20
+MAX_ECHOED_ID = 256
+INVALID_REQUEST = -32600
+DAEMON_RESTARTED = -32001  # in JSON-RPC's range for server errors
+
+# Safe to send again to a new daemon after the old one died without answering: they change nothing.
+SAFE_METHODS = frozenset({
+    "initialize", "ping", "tools/list", "resources/list", "resources/templates/list", "prompts/list",
+})
+SAFE_TOOLS = frozenset({"debug_query", "debug_list_sessions", "debug_test_status"})
+
+_CHECK_HINTS = {
+    "debug_launch": "Call debug_list_sessions: if it launched, its session is listed (stopped by the restart, "
+                    "its events kept); launch again only if it is not there.",
+    "debug_test": "Call debug_list_sessions (and debug_test_status with the testRunId if you have one): a run "
+                  "that started was stopped by the restart; call debug_test again to run the tests.",
+    "debug_stop": "Call debug_list_sessions to see the session's status (the restart stopped every live "
+                  "session anyway).",
+    "debug_delete_session": "Call debug_list_sessions: if the session is still listed, delete it again.",
+    "debug_trace": "The restart stopped every live session and dropped staged patterns; call "
+                   "debug_list_sessions, then debug_trace again where it is still needed.",
+}
+_DEFAULT_HINT = "Call debug_list_sessions to see what state the new daemon has before repeating it."
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+
+
+@dataclass
+class _Pending:
+    """A request sent on (or waiting for) the daemon connection, until its answer comes back."""
+
+    request_id: Any
+    line: bytes
+    name: str  # the tool for tools/call, else the method
+    safe: bool  # repeating it cannot have an effect twice
+    sent: bool = False  # written whole to the current connection: the daemon may have run it
+
+
+def _classify(message: dict[str, Any]) -> tuple[str, bool]:
+    method = message.get("method")
+    if method != "tools/call":
+        return str(method), method in SAFE_METHODS
+    params = message.get("params")
+    params = params if isinstance(params, dict) else {}
+    name = params.get("name")
+    arguments = params.get("arguments")
+    arguments = arguments if isinstance(arguments, dict) else {}
+    if name == "debug_read":
+        return "debug_read", arguments.get("poll") is None
+    return str(name), name in SAFE_TOOLS
+
+
+def _usable_id(value: Any) -> bool:
+    return (isinstance(value, str) and len(value) <= MAX_ECHOED_ID) or (
+        isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63)
+
+
+def leading_id(head: bytes) -> Any:
+    """The top-level "id" of the JSON object `head` starts, when it comes before anything that does not fit in
+    `head` (clients write jsonrpc, id and method before params); else None. Bounded by len(head)."""
+    text = head.decode("utf-8", errors="ignore")
+    decoder = json.JSONDecoder()
+    pos = _WHITESPACE.match(text, 0).end()  # type: ignore[union-attr]
+    if text[pos:pos + 1] != "{":
+        return None
+    pos += 1
+    try:
+        while True:
+            pos = _WHITESPACE.match(text, pos).end()  # type: ignore[union-attr]
+            key, pos = decoder.raw_decode(text, pos)
+            pos = _WHITESPACE.match(text, pos).end()  # type: ignore[union-attr]
+            if not isinstance(key, str) or text[pos:pos + 1] != ":":
+                return None
+            pos = _WHITESPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
+            value, pos = decoder.raw_decode(text, pos)
+            pos = _WHITESPACE.match(text, pos).end()  # type: ignore[union-attr]
+            following = text[pos:pos + 1]
+            if following not in (",", "}"):  # cut short by the end of `head` (a number could be truncated)
+                return None
+            if key == "id":
+                return value if _usable_id(value) else None
+            if following == "}":
+                return None
+            pos += 1
+    except ValueError:
+        return None
 
 
 def start_daemon(paths: StrobePaths) -> None:
@@ -75,15 +176,34 @@ def _peek(line: bytes) -> dict[str, Any] | None:
     return message if isinstance(message, dict) else None
 
 
+def _error(request_id: Any, code: int, message: str) -> bytes:
+    reply = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+    return json.dumps(reply).encode() + b"\n"
+
+
+def restarted_error(request_id: Any, name: str) -> bytes:
+    return _error(request_id, DAEMON_RESTARTED, (
+        f"strobe: the daemon restarted while {name} was in flight, so it may or may not have run; it was not "
+        f"sent again, so that it cannot run twice. {_CHECK_HINTS.get(name, _DEFAULT_HINT)}"))
+
+
+def too_large_error(request_id: Any, size: int) -> bytes:
+    return _error(request_id, INVALID_REQUEST, (
+        f"Request too large: the message is {size} bytes and strobe mcp accepts at most {MAX_REQUEST_BYTES} "
+        f"({MAX_REQUEST_BYTES // (1024 * 1024)} MiB) per JSON-RPC line; it was not sent to the daemon. Send "
+        "shorter arguments."))
+
+
 class Proxy:
     def __init__(self, paths: StrobePaths, stdin: BinaryIO, stdout: BinaryIO) -> None:
         self.paths = paths
         self.stdin = stdin
         self.stdout = stdout
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the connection, the handshake, pending requests
+        self._out_lock = threading.Lock()  # whole lines on stdout: replies and the proxy's own errors
         self._sock: socket.socket | None = None
         self._handshake: list[bytes] = []
-        self._pending: dict[str, bytes] = {}
+        self._pending: dict[str, _Pending] = {}
         self._stdin_closed = False
         self._replays = 0
         self._swallow: set[str] = set()
@@ -100,28 +220,54 @@ class Proxy:
 
     # client -> daemon
     def _pump_stdin(self) -> None:
-        for line in iter(self.stdin.readline, b""):
+        while line := self.stdin.readline(MAX_REQUEST_BYTES + 1):
+            if len(line) > MAX_REQUEST_BYTES:  # no newline within the limit
+                self._refuse_too_large(line)
+                continue
             message = _peek(line)
             with self._lock:
+                pending = None
                 if message is not None:
                     method = message.get("method")
                     if method in ("initialize", "notifications/initialized"):
                         self._handshake.append(line)
-                    elif "id" in message and method is not None:
-                        self._pending[json.dumps(message["id"])] = line
-                self._send(line)
+                    if "id" in message and method is not None:
+                        name, safe = _classify(message)
+                        pending = _Pending(message["id"], line, name, safe)
+                        self._pending[json.dumps(message["id"])] = pending
+                sent = self._send(line)
+                if pending is not None:
+                    pending.sent = sent
         with self._lock:
             self._stdin_closed = True
             if self._sock is not None:
                 with contextlib.suppress(OSError):
                     self._sock.shutdown(socket.SHUT_WR)
 
-    def _send(self, data: bytes) -> None:
+    def _refuse_too_large(self, head: bytes) -> None:
+        """Answer a line over the limit and skip the rest of it, reading it in bounded chunks."""
+        request_id = leading_id(head[:ID_SCAN_BYTES])
+        size = len(head)
+        chunk = head
+        while not chunk.endswith(b"\n"):
+            chunk = self.stdin.readline(DRAIN_CHUNK)
+            if not chunk:
+                break
+            size += len(chunk)
+        if chunk.endswith(b"\n"):
+            size -= 1
+        print(f"strobe: refused a {size}-byte request (over {MAX_REQUEST_BYTES} bytes)", file=sys.stderr)
+        self._write(too_large_error(request_id, size))
+
+    def _send(self, data: bytes) -> bool:
+        """Write one line to the daemon; False when it could not be written (the socket pump reconnects)."""
         if self._sock is None:
-            return
-        # On failure the socket pump notices, reconnects and resends pending requests.
-        with contextlib.suppress(OSError):
+            return False
+        try:
             self._sock.sendall(data if data.endswith(b"\n") else data + b"\n")
+        except OSError:
+            return False
+        return True
 
     # daemon -> client
     def _pump_socket(self) -> int:
@@ -154,8 +300,12 @@ class Proxy:
                     self._swallow.discard(key)
                     return
                 self._pending.pop(key, None)
-        self.stdout.write(line)
-        self.stdout.flush()
+        self._write(line)
+
+    def _write(self, line: bytes) -> None:
+        with self._out_lock:
+            self.stdout.write(line)
+            self.stdout.flush()
 
     def _reconnect(self) -> bool:
         print("strobe: daemon connection lost; reconnecting", file=sys.stderr)
@@ -168,17 +318,31 @@ class Proxy:
             if self._sock is not None:
                 self._sock.close()
             self._sock = sock
+            resent: set[str] = set()
             for line in self._handshake:
                 message = _peek(line)
                 if message is not None and message.get("method") == "initialize":
+                    key = json.dumps(message.get("id"))
+                    if key in self._pending:  # the client still waits for this answer: send it as it came
+                        resent.add(key)
+                        self._pending[key].sent = self._send(line)
+                        continue
                     self._replays += 1
                     replay_id = f"{REPLAY_ID_PREFIX}{self._replays}"
                     message["id"] = replay_id
                     self._swallow.add(json.dumps(replay_id))
                     line = json.dumps(message).encode() + b"\n"
                 self._send(line)
-            for line in self._pending.values():
-                self._send(line)
+            for key, pending in list(self._pending.items()):
+                if key in resent:
+                    continue
+                if pending.sent and not pending.safe:  # the old daemon may have run it: never twice
+                    del self._pending[key]
+                    print(f"strobe: {pending.name} was in flight when the daemon went away; not repeated",
+                          file=sys.stderr)
+                    self._write(restarted_error(pending.request_id, pending.name))
+                else:
+                    pending.sent = self._send(pending.line)
             if self._stdin_closed:
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_WR)
