@@ -199,7 +199,10 @@ class Proxy:
         self.paths = paths
         self.stdin = stdin
         self.stdout = stdout
-        self._lock = threading.Lock()  # the connection, the handshake, pending requests
+        # Writing to the daemon holds _send_lock (taken first); the state below holds _lock only briefly, so
+        # delivering an answer never waits for a long write to a slow daemon.
+        self._send_lock = threading.Lock()  # the connection: one writer at a time, none while reconnecting
+        self._lock = threading.Lock()  # the handshake, pending requests, swallowed replies
         self._out_lock = threading.Lock()  # whole lines on stdout: replies and the proxy's own errors
         self._sock: socket.socket | None = None
         self._handshake: list[bytes] = []
@@ -225,20 +228,22 @@ class Proxy:
                 self._refuse_too_large(line)
                 continue
             message = _peek(line)
-            with self._lock:
+            with self._send_lock:
                 pending = None
                 if message is not None:
                     method = message.get("method")
-                    if method in ("initialize", "notifications/initialized"):
-                        self._handshake.append(line)
-                    if "id" in message and method is not None:
-                        name, safe = _classify(message)
-                        pending = _Pending(message["id"], line, name, safe)
-                        self._pending[json.dumps(message["id"])] = pending
+                    with self._lock:
+                        if method in ("initialize", "notifications/initialized"):
+                            self._handshake.append(line)
+                        if "id" in message and method is not None:
+                            name, safe = _classify(message)
+                            pending = _Pending(message["id"], line, name, safe)
+                            self._pending[json.dumps(message["id"])] = pending
                 sent = self._send(line)
                 if pending is not None:
-                    pending.sent = sent
-        with self._lock:
+                    with self._lock:
+                        pending.sent = sent
+        with self._send_lock, self._lock:
             self._stdin_closed = True
             if self._sock is not None:
                 with contextlib.suppress(OSError):
@@ -314,7 +319,7 @@ class Proxy:
         except ConnectionError as exc:
             print(exc, file=sys.stderr)
             return False
-        with self._lock:
+        with self._send_lock, self._lock:
             if self._sock is not None:
                 self._sock.close()
             self._sock = sock
