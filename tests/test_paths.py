@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from strobe.paths import StrobePaths, UnsafeHomeError, private_opener
+from strobe.paths import StrobePaths, UnsafeHomeError, private_dir, private_opener
 
 
 def mode(path: Path) -> int:
@@ -113,3 +113,16 @@ def test_private_opener_does_not_follow_a_symlink(tmp_path: Path) -> None:
     with pytest.raises(OSError), open(link, "a", opener=private_opener):
         pass
     assert mode(target) == 0o644
+
+
+def test_private_dir_creates_and_narrows(tmp_path: Path) -> None:
+    previous = os.umask(0)
+    try:
+        made = private_dir(tmp_path / "a" / "b")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(os.stat(made).st_mode) == 0o700
+    wide = tmp_path / "wide"
+    wide.mkdir(mode=0o755)
+    os.chmod(wide, 0o755)
+    assert stat.S_IMODE(os.stat(private_dir(wide)).st_mode) == 0o700

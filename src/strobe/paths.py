@@ -30,6 +30,16 @@ def private_opener(path: str, flags: int) -> int:
     return fd
 
 
+def private_dir(path: Path) -> Path:
+    """A directory of Strobe's own (the symbol and agent caches, test-run files), created 0700 with its parents
+    and narrowed to 0700 when it already exists wider: what is inside stays the user's even in a home that others
+    may read. Returns `path`."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if stat.S_IMODE(os.stat(path).st_mode) & 0o077:
+        os.chmod(path, 0o700)
+    return path
+
+
 @dataclass(frozen=True)
 class StrobePaths:
     """Every file the daemon and the proxy agree on, derived from one home directory."""

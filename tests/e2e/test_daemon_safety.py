@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -186,3 +186,30 @@ async def test_a_peer_of_another_uid_is_refused_even_when_the_modes_let_it_in(st
         assert (await client.call("debug_list_sessions")) == {"sessions": []}  # the daemon carries on
 
 
+
+
+async def test_every_directory_under_the_home_is_private_whatever_the_umask(
+    strobe_home: Path, c_target: Callable[[str], Path], project: Path
+) -> None:
+    """The caches (symbols, compiled agent) and test-run files live in 0700 directories, so what they hold stays
+    the user's even in a home that others may read."""
+    os.chmod(strobe_home, 0o755)  # allowed: readable by others, writable by its owner only
+    binary = c_target("hello")
+    previous = os.umask(0)
+    try:
+        async with connect(strobe_home) as client:
+            os.umask(previous)
+            sid = (await client.call("debug_launch", command=str(binary), projectRoot=str(project)))["sessionId"]
+            await client.wait_for_status(sid, "exited", 30)
+            run = await client.call("debug_test", projectRoot=str(project), framework="generic", command="/bin/true")
+
+            async def finished() -> bool | None:
+                status = await client.call("debug_test_status", testRunId=run["testRunId"])
+                return True if status["status"] != "running" else None
+
+            await poll(finished, 60, "the test run to finish")
+            directories = {str(p.relative_to(strobe_home)): mode(p) for p in strobe_home.rglob("*") if p.is_dir()}
+    finally:
+        os.umask(previous)
+    assert {"cache", "tests"} <= directories.keys(), directories
+    assert directories == dict.fromkeys(directories, 0o700)

@@ -17,6 +17,7 @@ from typing import Any
 from strobe.daemon.tracing import parse_patterns
 from strobe.daemon.watches import WatchSpec
 from strobe.errors import ValidationError
+from strobe.paths import private_dir
 from strobe.store import test_durations
 from strobe.testing import adapters
 from strobe.testing.model import TestLevel
@@ -80,7 +81,8 @@ class TestRuns:
             log.info("tests in %s: %s (confidence %d)", project_root, adapter.name, score)
         run_id = str(uuid.uuid4())
         report_dir = self._dir / f"{run_id}-reports"
-        report_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(report_dir)
+        private_dir(self._dir)
         test_level = TestLevel(level) if level is not None else None
         if test is not None:
             built = adapter.single_test_command(root, test, command, report_dir)

@@ -31,6 +31,7 @@ from typing import Any
 import frida
 
 from strobe.errors import InternalError
+from strobe.paths import private_dir
 
 PACKAGED_AGENT = Path(__file__).resolve().parent.parent / "_agent" / "agent.js"  # in a wheel only
 CHECKOUT_AGENT = Path(__file__).resolve().parents[3] / "agent"
@@ -162,7 +163,7 @@ class AgentCache:
                 js = path.read_text(encoding="utf-8")
             else:
                 js = compile_agent(root)
-                self._cache_dir.mkdir(parents=True, exist_ok=True)
+                private_dir(self._cache_dir)
                 tmp = path.with_suffix(f".{os.getpid()}.tmp")
                 tmp.write_text(js, encoding="utf-8")
                 tmp.replace(path)

@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from strobe.paths import private_dir
+
 log = logging.getLogger(__name__)
 
 DB_NAME = "symbols.db"
@@ -435,7 +437,7 @@ def key_lock(cache_dir: Path, key: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _connect(cache_dir: Path) -> Iterator[sqlite3.Connection]:
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(cache_dir)
     connection = sqlite3.connect(cache_dir / DB_NAME, timeout=30.0, isolation_level=None)
     try:
         connection.execute("PRAGMA busy_timeout = 30000")

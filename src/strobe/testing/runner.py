@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from strobe.errors import TestRunNotFound, ValidationError
+from strobe.paths import private_dir
 from strobe.testing.adapters.base import FinishedRun, TestAdapter
 from strobe.testing.model import LiveProgress, Outcome, ParsedRun, TestCase, TestCommand, TestLevel
 from strobe.testing.stacks import all_processes, pipe_holders
@@ -105,7 +106,7 @@ class TestRunner:
             raise ValidationError("The test command is empty: the adapter built no argv. Pass `framework` to pick "
                                   "another adapter, or `command` with the test binary.")
         run_id = run_id or str(uuid.uuid4())
-        self.details_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.details_dir)
         run = TestRun(run_id, adapter, command, test_name, level, project_root or command.cwd,
                       self.details_dir / f"{run_id}.log")
         self._runs[run_id] = run
