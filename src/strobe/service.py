@@ -43,16 +43,21 @@ def configure_logging(paths: StrobePaths) -> None:
     root.setLevel(os.environ.get("STROBE_LOG_LEVEL", "INFO").upper())
 
 
+class Connection:
+    """One client connection's identity (a key for what it keeps between calls)."""
+
+
 async def _serve(paths: StrobePaths) -> None:
     manager = SessionManager.create(paths)
     await manager.start()
     idle = IdleClock()
-    mcp_server = build_server(ToolContext(manager=manager, paths=paths), idle.activity)
-    init_options = mcp_server.create_initialization_options()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Any:
+        # One server per connection: its ToolContext's client is this connection, which owns what it stages
+        # (patterns for its next launch) and releases it when it goes.
+        mcp_server = build_server(ToolContext(manager=manager, paths=paths, client=Connection()), idle.activity)
         async with socket_streams(reader, writer) as (read_stream, write_stream):
-            await mcp_server.run(read_stream, write_stream, init_options)
+            await mcp_server.run(read_stream, write_stream, mcp_server.create_initialization_options())
 
     try:
         await DaemonServer(paths, idle, handle).serve()

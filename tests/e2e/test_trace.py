@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Control, StrobeClient, poll, write_settings
+from tests.conftest import Control, StrobeClient, connect, poll, write_settings
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
@@ -376,3 +376,23 @@ async def test_function_in_a_shared_library(
     enters = await calls(strobe, sid, eventType="function_enter")
     assert [e["arguments"] for e in enters] == [[1, 10], [2, 10]]
     await strobe.call("debug_stop", sessionId=sid)
+
+
+async def test_staged_patterns_belong_to_the_connection_that_staged_them(
+    strobe_home: Path, c_target: Callable[[str], Path], project: Path, control: Control
+) -> None:
+    """Two agents on one daemon: what one stages is its own next launch's, never the other's."""
+    async with connect(strobe_home) as first, connect(strobe_home) as second:
+        staged = await first.call("debug_trace", add=["early_setup", "init_config"], projectRoot=str(project))
+        assert staged["activePatterns"] == ["early_setup", "init_config"]
+        assert (await second.call("debug_trace"))["activePatterns"] == []  # pending mode: its own, empty
+        other = await second.call("debug_launch", command=str(c_target("traced")), args=[str(control.directory)],
+                                  projectRoot=str(project))
+        assert "pendingPatternsApplied" not in other
+        assert (await second.call("debug_trace", sessionId=other["sessionId"]))["hookedFunctions"] == 0
+        await second.call("debug_stop", sessionId=other["sessionId"])
+        own = await first.call("debug_launch", command=str(c_target("traced")), args=[str(control.directory)],
+                               projectRoot=str(project))
+        assert own["pendingPatternsApplied"] == 2
+        assert (await first.call("debug_trace", sessionId=own["sessionId"]))["hookedFunctions"] == 2
+        await first.call("debug_stop", sessionId=own["sessionId"])

@@ -18,6 +18,7 @@ import asyncio
 import functools
 import logging
 import shutil
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -99,12 +100,21 @@ class _Events:
         self._services.spawn(self._children.adopt(live, handle, origin, parent, path))
 
 
+class _DefaultClient:
+    """The client of calls made without a connection (the daemon's own tests)."""
+
+
+DEFAULT_CLIENT = _DefaultClient()
+
+
 class SessionManager:
     def __init__(self, services: Services) -> None:
         self.services = services
         self.paths = services.paths
         self.settings = SettingsSource(services.paths)
-        self.pending_patterns: list[str] = []
+        # Patterns staged without a sessionId, per client connection (its MCP session object): one agent's staged
+        # patterns are not another's launch's; they go when the connection does.
+        self._pending: weakref.WeakKeyDictionary[object, list[str]] = weakref.WeakKeyDictionary()
         self.sessions = LiveSessions(services)
         self.hooking = Hooking(services)
         self.lifecycle = Lifecycle(services, self.sessions)
@@ -151,18 +161,24 @@ class SessionManager:
 
     # ---- launch ----------------------------------------------------------------------------------
 
+    def pending_patterns(self, client: object = DEFAULT_CLIENT) -> list[str]:
+        """The patterns `client` (an MCP connection) staged for its next launch."""
+        return list(self._pending.get(client, ()))
+
     async def launch(self, command: ResolvedCommand, project_root: str, env: dict[str, str],
-                     settings: Settings) -> Launched:
-        live, warnings = await self.launching.launch(command, project_root, env, settings, self._apply_pending)
+                     settings: Settings, client: object = DEFAULT_CLIENT) -> Launched:
+        pending = self.pending_patterns(client)
+        live, warnings = await self.launching.launch(command, project_root, env, settings,
+                                                     functools.partial(self._apply_pending, pending))
         return Launched(live.record.id, live.pid, len(live.root.hooked), warnings)
 
-    async def _apply_pending(self, live: LiveSession) -> list[str]:
+    async def _apply_pending(self, pending: list[str], live: LiveSession) -> list[str]:
         """Hook the staged patterns before the process runs its first instruction."""
-        if not self.pending_patterns:
+        if not pending:
             return []
-        plan = await self.hooking.plan_for(live, live.root, self.pending_patterns)
+        plan = await self.hooking.plan_for(live, live.root, pending)
         if plan is None:  # kept for what it starts: `uv run app.py`, a launcher script, a test driver
-            live.trace.patterns = list(self.pending_patterns)
+            live.trace.patterns = list(pending)
             return [f"Pending patterns select nothing in {live.image.binary}: it has no debug info (build it with -g "
                     "to trace its functions). They apply to the programs it starts (a Python interpreter, a binary "
                     "with debug info)."]
@@ -179,14 +195,15 @@ class SessionManager:
 
     # ---- tracing ---------------------------------------------------------------------------------
 
-    async def stage_patterns(self, add: list[str], remove: list[str], project_root: str | None) -> list[str]:
-        """Pending mode: patterns for the next launch. Returns warnings."""
+    async def stage_patterns(self, add: list[str], remove: list[str], project_root: str | None,
+                             client: object = DEFAULT_CLIENT) -> list[str]:
+        """Pending mode: patterns for `client`'s next launch. Returns warnings."""
         parse_patterns(add, project_root)
-        merged = [p for p in self.pending_patterns if p not in remove]
+        staged = self.pending_patterns(client)
+        merged = [p for p in staged if p not in remove]
         merged += [p for p in add if p not in merged and p not in remove]
-        warnings = [f"Pattern '{p}' was not staged; nothing to remove." for p in remove
-                    if p not in self.pending_patterns]
-        self.pending_patterns = merged
+        warnings = [f"Pattern '{p}' was not staged; nothing to remove." for p in remove if p not in staged]
+        self._pending[client] = merged
         return warnings
 
     async def trace(

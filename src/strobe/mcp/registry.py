@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from strobe.daemon.sessions import SessionManager
+from strobe.daemon.sessions import DEFAULT_CLIENT, SessionManager
 from strobe.paths import StrobePaths
 from strobe.settings import SettingsSource
 
@@ -20,10 +20,16 @@ class ToolContext:
     manager: SessionManager
     paths: StrobePaths
     progress: Progress | None = None  # this call's MCP progress notifications (a no-op if the client asked none)
+    client: object = None  # the connection this server serves (service.py builds one per connection)
 
     @property
     def settings(self) -> SettingsSource:
         return self.manager.settings
+
+    @property
+    def connection(self) -> object:
+        """The key of this call's client for what it keeps between calls (staged patterns)."""
+        return self.client if self.client is not None else DEFAULT_CLIENT
 
 
 Handler = Callable[[ToolContext, Any], Awaitable[dict[str, Any]]]

@@ -16,8 +16,8 @@ async def launch(ctx: ToolContext, req: LaunchRequest) -> dict[str, Any]:
     settings = ctx.settings.for_project(req.projectRoot)
     command = await anyio.to_thread.run_sync(  # reads files; a pyenv shim is asked what it runs
         lambda: resolve_command(req.command, req.args, req.cwd, req.projectRoot))
-    pending = len(ctx.manager.pending_patterns)
-    launched = await ctx.manager.launch(command, req.projectRoot, req.env, settings)
+    pending = len(ctx.manager.pending_patterns(ctx.connection))
+    launched = await ctx.manager.launch(command, req.projectRoot, req.env, settings, ctx.connection)
     sid = launched.session_id
     result: dict[str, Any] = {
         "sessionId": sid,

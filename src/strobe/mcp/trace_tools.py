@@ -31,10 +31,10 @@ async def trace(ctx: ToolContext, req: TraceRequest) -> dict[str, Any]:
         )
     if req.sessionId is None:
         settings = ctx.settings.for_project(req.projectRoot)
-        warnings = await manager.stage_patterns(req.add, req.remove, req.projectRoot)
+        warnings = await manager.stage_patterns(req.add, req.remove, req.projectRoot, ctx.connection)
         return {
             "mode": "pending",
-            "activePatterns": list(manager.pending_patterns),
+            "activePatterns": manager.pending_patterns(ctx.connection),
             "hookedFunctions": 0,
             "activeWatches": [],
             "warnings": [*settings.warnings, *warnings],
