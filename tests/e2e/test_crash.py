@@ -4,6 +4,7 @@ stack memory, the crashing thread's last calls) before the process dies as it wo
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -100,3 +101,19 @@ async def test_ten_crashes_in_a_row_store_ten_crash_events(
         control.directory.joinpath("go").unlink(missing_ok=True)
         _, listed, crash = await crash_run(strobe, binary, project, control, "null-worker", trace=("prepare",))
         assert listed["status"] == "crashed" and crash["function"] == "crash_worker"
+
+
+async def test_a_handler_that_re_raises_the_signal_is_one_crash(strobe: StrobeClient, project: Path) -> None:
+    """Python's faulthandler prints the Python traceback, then raises the same signal again on the same thread:
+    one death, one crash event — the first, at the fault (the second was reported as a 'read of' the pid)."""
+    python = Path("/usr/bin/python3") if Path("/usr/bin/python3").exists() else Path(sys.executable)
+    (project / "boom.py").write_text("import ctypes\nprint('about to crash', flush=True)\nctypes.string_at(0)\n")
+    launched = await strobe.call("debug_launch", command=str(python), args=["-X", "faulthandler", "boom.py"],
+                                 projectRoot=str(project), cwd=str(project))
+    listed = await strobe.wait_for_status(launched["sessionId"], "crashed", timeout=30)
+    assert listed["signal"] == "SIGSEGV"
+    crashes = await strobe.all_events(launched["sessionId"], eventType="crash")
+    assert len(crashes) == 1, [c["text"] for c in crashes]
+    assert crashes[0]["text"].startswith("SIGSEGV (read of 0x0)")
+    stderr = "".join(e["text"] for e in await strobe.all_events(launched["sessionId"], eventType="stderr"))
+    assert "Fatal Python error: Segmentation fault" in stderr  # the program's own handler still ran

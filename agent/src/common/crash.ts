@@ -24,6 +24,10 @@ const REGISTERS = ["pc", "sp", "rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", 
   "r13", "r14", "r15"];
 
 let reporting = false;
+// The thread and time of the last report: a program's own handler that re-raises the signal it was reported for
+// (Python's faulthandler, crash reporters) comes back on the same thread at once, and is one death, one report.
+let lastReport: { tid: number; at: number } | null = null;
+const RERAISE_MS = 2000;
 
 // The signal: SIGBUS is an access violation at an address that is mapped and allows the access (a file
 // mapping past the file's end, a misaligned access the CPU refuses), which Frida reports like a SIGSEGV.
@@ -155,6 +159,10 @@ export function installCrashHandler(flush: () => void): void {
     if (!(details.type in SIGNALS) || reporting || unheard()) {
       return false;
     }
+    const tid = Process.getCurrentThreadId();
+    if (lastReport !== null && lastReport.tid === tid && Date.now() - lastReport.at < RERAISE_MS) {
+      return false; // the same death, re-raised by the program's handler after the report
+    }
     reporting = true; // one report at a time: a second crash while one is reported goes unreported
     try {
       report(details, flush);
@@ -162,6 +170,7 @@ export function installCrashHandler(flush: () => void): void {
       emit({ type: "log", level: "error", message: `crash report failed: ${e}` });
     } finally {
       reporting = false;
+      lastReport = { tid, at: Date.now() };
     }
     return false; // not handled: the target's handler or the default action runs
   });
