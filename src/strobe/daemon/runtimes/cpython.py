@@ -152,24 +152,22 @@ class PythonTracerState:
     waiting: dict[int, Future[dict[str, Any]]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def command(self, name: str, **fields: object) -> str:
-        """A command whose reply nobody waits for."""
+    def command(self, name: str, reply: Future[dict[str, Any]] | None = None, **fields: object) -> tuple[int, str]:
+        """A numbered command line; its reply resolves `reply` when given (see `request`)."""
         with self.lock:
             self.commands += 1
             number = self.commands
-        return json.dumps({"cmd": name, "id": number, **fields}, separators=(",", ":"))
+            if reply is not None:
+                self.waiting[number] = reply
+        return number, json.dumps({"cmd": name, "id": number, **fields}, separators=(",", ":"))
 
     async def request(self, run: Run[Any], handle: AgentHandle, timeout: float, name: str,
                       **fields: object) -> dict[str, Any]:
         """Send a command and wait for its reply. Raises TimeoutError when none came in time (the tracer is
         not installed yet, or the interpreter holds its GIL elsewhere for that long)."""
         reply: Future[dict[str, Any]] = Future()
-        with self.lock:
-            self.commands += 1
-            number = self.commands
-            self.waiting[number] = reply
+        number, line = self.command(name, reply, **fields)
         try:
-            line = json.dumps({"cmd": name, "id": number, **fields}, separators=(",", ":"))
             await run(lambda: handle.py_command(line))
             return await asyncio.wait_for(asyncio.wrap_future(reply), timeout)
         finally:
@@ -247,7 +245,7 @@ class CPythonRuntime(NativeRuntime):
                                     "qualname": function.info.raw}
         targets = list(tracer.targets.values())
         if tracer.state == "waiting":  # queued by the agent until the tracer is installed
-            command = tracer.command("targets", targets=targets)
+            _, command = tracer.command("targets", targets=targets)
             await run(lambda: handle.py_command(command))
         elif tracer.state == "installed":  # in force when this returns: the next call sees the new targets
             try:
@@ -301,7 +299,7 @@ class CPythonRuntime(NativeRuntime):
     async def set_depth(self, run: Run[Any], handle: AgentHandle, depth: int) -> None:
         tracer = tracer_state(handle)
         if tracer.state in ("waiting", "installed"):
-            command = tracer.command("depth", depth=depth)
+            _, command = tracer.command("depth", depth=depth)
             await run(lambda: handle.py_command(command))
 
     async def prepare(self, run: Run[Any], handle: AgentHandle, depth: int) -> list[str]:
