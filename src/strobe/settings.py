@@ -31,6 +31,15 @@ SETTING_SPECS: tuple[SettingSpec, ...] = (
         "Per-session event limit; the oldest events are dropped first (FIFO).",
     ),
     SettingSpec(
+        "events.maxOutputPerSession", 100_000, 1, 10_000_000,
+        "Per-session limit on stdout/stderr lines, crashes and variable snapshots, kept apart from trace events "
+        "(which never push them out); the oldest are dropped first.",
+    ),
+    SettingSpec(
+        "storage.maxBytes", 10 * 1024**3, 64 * 1024**2, 1 << 50,
+        "The store's size cap: above it the oldest ended sessions are purged first (global settings only).",
+    ),
+    SettingSpec(
         "test.statusRetryMs", 5_000, 500, 60_000,
         "Base polling delay suggested by debug_test_status.",
     ),
@@ -69,6 +78,14 @@ class Settings:
     @property
     def max_events_per_session(self) -> int:
         return self.values["events.maxPerSession"]
+
+    @property
+    def max_output_per_session(self) -> int:
+        return self.values["events.maxOutputPerSession"]
+
+    @property
+    def storage_max_bytes(self) -> int:
+        return self.values["storage.maxBytes"]
 
     @property
     def test_status_retry_ms(self) -> int:

@@ -103,7 +103,8 @@ class Launching:
         pid = handle.pid
         live.record = await services.write(
             lambda c: store_sessions.insert_session(c, base_id, program, project_root, pid, _now_ms()))
-        services.writer.set_limit(live.record.key, live.settings.max_events_per_session)
+        services.writer.set_limit(live.record.key, live.settings.max_events_per_session,
+                                  live.settings.max_output_per_session)
         live.start_ns = time.monotonic_ns()
         live.trace = SessionTrace(SlotTable())
         ingest = image.runtime.ingest(services.writer, live.record.key, pid, live.start_ns, live.trace.table, {})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from strobe.daemon.live import LiveSession
 from strobe.daemon.memory import PollState
 from strobe.daemon.services import Services
@@ -52,7 +54,13 @@ class LiveSessions:
         record = await self._services.read(lambda c: store_sessions.get_session(c, session_id))
         if record is None:
             raise SessionNotFound(session_id)
-        return record
+        return self.with_unsaved_losses(record)
+
+    def with_unsaved_losses(self, record: SessionRecord) -> SessionRecord:
+        """The record with the events lost to writes that failed since its `lost` count was last stored (while the
+        disk is full, nothing can be stored, the count included)."""
+        unsaved = self._services.writer.unsaved_losses(record.key)
+        return dataclasses.replace(record, lost=record.lost + unsaved) if unsaved else record
 
     async def require_live(self, session_id: str, doing: str) -> LiveSession:
         """The live session, or SESSION_NOT_FOUND / PROCESS_EXITED saying what still works."""

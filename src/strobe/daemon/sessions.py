@@ -220,7 +220,8 @@ class SessionManager:
                 "debug_query but cannot be traced. Launch it again (debug_launch) to trace a new run."
             )
         live.settings = settings
-        self.services.writer.set_limit(live.record.key, settings.max_events_per_session)
+        self.services.writer.set_limit(live.record.key, settings.max_events_per_session,
+                                        settings.max_output_per_session)
         async with live.trace_lock:
             plan: HookPlan | None = None
             warnings: list[str] = []
@@ -312,8 +313,14 @@ class SessionManager:
     async def get_record(self, session_id: str) -> SessionRecord:
         return await self.sessions.record(session_id)
 
-    async def stop(self, session_id: str, retain: bool) -> tuple[int, int]:
-        """Kill the processes if still running; keep (retain) or delete the data. Returns (events, trimmed)."""
+    @property
+    def out_of_space(self) -> bool:
+        """The store's last write failed for lack of disk space."""
+        return self.services.writer.out_of_space
+
+    async def stop(self, session_id: str, retain: bool) -> tuple[int, SessionRecord]:
+        """Kill the processes if still running; keep (retain) or delete the data. Returns the events it had and
+        the session's record as it ended."""
         live = self.sessions.get(session_id)
         if live is not None:
             await self.lifecycle.stop(live)
@@ -324,10 +331,11 @@ class SessionManager:
             events = await self.services.read(lambda c: store_sessions.count_events(c, record.key))
         else:
             events = await self._delete(session_id, record.key)
-        return events, record.trimmed
+        return events, record
 
     async def list_sessions(self) -> list[SessionRecord]:
-        return await self.services.read(store_sessions.list_sessions)
+        records = await self.services.read(store_sessions.list_sessions)
+        return [self.sessions.with_unsaved_losses(record) for record in records]
 
     async def session_processes(self, keys: list[int]) -> dict[int, list[ProcessRecord]]:
         return await self.services.read(lambda c: store_sessions.session_processes(c, keys))

@@ -47,7 +47,7 @@ async def query(ctx: ToolContext, req: QueryRequest) -> dict[str, Any]:
     result["sessionStatus"] = record.status.value
     if record.status.value != "running" and record.exit_code is not None:
         result["exitCode"] = record.exit_code
-    warnings = list(settings.warnings)
+    warnings = [*settings.warnings, *wire.loss_warnings(record, manager.out_of_space)]
     if record.trimmed:
         warnings.append(
             f"{record.trimmed} oldest events were dropped by the per-session limit "

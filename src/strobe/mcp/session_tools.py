@@ -38,10 +38,13 @@ async def launch(ctx: ToolContext, req: LaunchRequest) -> dict[str, Any]:
 
 
 async def stop(ctx: ToolContext, req: StopRequest) -> dict[str, Any]:
-    events, trimmed = await ctx.manager.stop(req.sessionId, req.retain)
+    events, record = await ctx.manager.stop(req.sessionId, req.retain)
     result: dict[str, Any] = {"success": True, "eventsCollected": events}
-    if trimmed:
-        result["eventsDropped"] = trimmed
+    if record.trimmed:
+        result["eventsDropped"] = record.trimmed
+    warnings = wire.loss_warnings(record, ctx.manager.out_of_space)
+    if warnings:
+        result["warnings"] = warnings
     if req.retain:
         result["hint"] = (
             f"Session kept: query it with debug_query, delete it with "
@@ -56,11 +59,17 @@ async def list_sessions(ctx: ToolContext, req: ListSessionsRequest) -> dict[str,
     sessions = []
     for record in records:
         shown = wire.session(record)
+        warnings = wire.loss_warnings(record, out_of_space=False)
+        if warnings:
+            shown["warnings"] = warnings
         processes = families.get(record.key, [])
         if len(processes) > 1:  # followed children: how each process is doing
             shown["processes"] = [wire.process(process) for process in processes]
         sessions.append(shown)
-    return {"sessions": sessions}
+    result: dict[str, Any] = {"sessions": sessions}
+    if ctx.manager.out_of_space:
+        result["warnings"] = [wire.DISK_FULL]
+    return result
 
 
 async def delete_session(ctx: ToolContext, req: DeleteSessionRequest) -> dict[str, Any]:

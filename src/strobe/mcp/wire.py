@@ -32,6 +32,29 @@ def session(record: SessionRecord) -> dict[str, object]:
     return out
 
 
+DISK_FULL = ("The disk holding STROBE_HOME is full: events are being lost now. Free space, e.g. with "
+             "debug_delete_session on sessions you no longer need; Strobe resumes storing once there is room.")
+
+
+def loss_warnings(record: SessionRecord, out_of_space: bool) -> list[str]:
+    """What a session lost to the store itself: events it could not write, output pushed out by its own cap."""
+    warnings = []
+    if record.lost:
+        warnings.append(
+            f"{record.lost:,} events or output lines of this session could not be stored (the disk holding "
+            "STROBE_HOME was full or a write failed); they are missing from the timeline. Free disk space (delete "
+            "sessions you no longer need with debug_delete_session) so new events are kept."
+        )
+    if out_of_space:
+        warnings.append(DISK_FULL)
+    if record.output_trimmed:
+        warnings.append(
+            f"{record.output_trimmed:,} oldest output lines, crashes or snapshots were dropped by the per-session "
+            f"output limit (events.maxOutputPerSession); raise it in {record.project_root}/.strobe/settings.json."
+        )
+    return warnings
+
+
 def process(record: ProcessRecord) -> dict[str, object]:
     out: dict[str, object] = {"pid": record.pid, "status": record.status.value}
     if record.parent_pid is not None:

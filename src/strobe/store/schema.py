@@ -66,7 +66,9 @@ CREATE TABLE IF NOT EXISTS sessions (
     retained INTEGER NOT NULL DEFAULT 0,
     trimmed INTEGER NOT NULL DEFAULT 0,   -- events dropped by the per-session FIFO limit
     dropped INTEGER NOT NULL DEFAULT 0,   -- trace events lost because the agent's ring was full
-    sampled_out INTEGER NOT NULL DEFAULT 0  -- calls of hot functions skipped by sampling (enter+exit)
+    sampled_out INTEGER NOT NULL DEFAULT 0,  -- calls of hot functions skipped by sampling (enter+exit)
+    output_trimmed INTEGER NOT NULL DEFAULT 0,  -- output lines, crashes, snapshots dropped by their own FIFO limit
+    lost INTEGER NOT NULL DEFAULT 0       -- events the store could not write (a full disk, a failed write)
 );
 CREATE TABLE IF NOT EXISTS processes (
     session INTEGER NOT NULL,
@@ -214,6 +216,8 @@ _ADDED_COLUMNS = (
     ("processes", "parent_pid", "INTEGER"),
     ("processes", "binary_path", "TEXT"),
     ("functions", "runtime", "TEXT"),
+    ("sessions", "output_trimmed", "INTEGER NOT NULL DEFAULT 0"),
+    ("sessions", "lost", "INTEGER NOT NULL DEFAULT 0"),
 )
 
 

@@ -32,20 +32,23 @@ class SessionRecord:
     dropped: int = 0
     sampled_out: int = 0
     signal: str | None = None  # crashed: the fatal signal ("SIGSEGV")
+    output_trimmed: int = 0  # output lines, crashes and snapshots dropped by their own FIFO limit
+    lost: int = 0  # events the store could not write (a full disk)
 
 
 _COLUMNS = (
     "key, id, binary_path, project_root, pid, started_at, ended_at, status, exit_code, retained, trimmed, "
-    "dropped, sampled_out, signal"
+    "dropped, sampled_out, signal, output_trimmed, lost"
 )
 
 
 def _record(row: tuple[Any, ...]) -> SessionRecord:
-    key, sid, binary, root, pid, started, ended, status, code, retained, trimmed, dropped, sampled_out, signal = row
+    (key, sid, binary, root, pid, started, ended, status, code, retained, trimmed, dropped, sampled_out, signal,
+     output_trimmed, lost) = row
     return SessionRecord(
         key=key, id=sid, binary_path=binary, project_root=root, pid=pid, started_at=started, ended_at=ended,
         status=SessionStatus(status), exit_code=code, retained=bool(retained), trimmed=trimmed,
-        dropped=dropped, sampled_out=sampled_out, signal=signal,
+        dropped=dropped, sampled_out=sampled_out, signal=signal, output_trimmed=output_trimmed, lost=lost,
     )
 
 

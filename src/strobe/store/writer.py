@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from strobe.store import counts
 from strobe.store.output import OutputAssembler
 from strobe.store.schema import EVENT_COLUMNS, EventKind, connect
+from strobe.store.space import Reserve, is_out_of_space
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,18 @@ class EventBlock:
 
 
 DEFAULT_MAX_EVENTS = 200_000
+DEFAULT_MAX_OUTPUT = 100_000
+TRACE_LANE, OUTPUT_LANE = 0, 1
+OUTPUT_LANE_KINDS = frozenset({int(EventKind.STDOUT), int(EventKind.STDERR), int(EventKind.CRASH),
+                               int(EventKind.VARIABLE_SNAPSHOT)})
+"""Kinds with a FIFO of their own per session (the output lane): trace events never evict them."""
 _MAX_ITEMS_PER_TRANSACTION = 50_000
+_MAX_OUTPUT_BYTES_PER_TRANSACTION = 4 << 20
+MAX_QUEUED_OUTPUT_BYTES = 16 << 20
+"""Output waiting for the writer beyond this blocks the thread that reads the program's pipes (Frida's), so a
+program that writes faster than the store keeps up waits in write() instead of growing the daemon's memory."""
+OUTPUT_WAIT_S = 10.0
+"""How long a producer of output waits for room before its chunk is dropped (and counted as lost)."""
 _IDLE_WAIT_S = 0.5
 _PARTIAL_WAIT_S = 0.05
 CHECKPOINT_INTERVAL_S = 0.2
@@ -122,6 +134,10 @@ class _SessionFifo:
             gone += 1
         del self.blocks[:gone]
         return found
+
+    def snapshot(self) -> _SessionFifo:
+        """A copy to put back if the transaction that changes this one fails."""
+        return _SessionFifo(self.limit, self.count, deque([r[:] for r in self.ranges]), list(self.blocks))
 
     def take_excess(self) -> list[tuple[int, int]]:
         """Id ranges to delete so that `count` is back at `limit`."""
@@ -186,21 +202,52 @@ class _Checkpointer:
             conn.close()
 
 
+FifoKey = tuple[int, int]
+"""(session, lane)."""
+
+
+def _lane(kind: int) -> int:
+    return OUTPUT_LANE if kind in OUTPUT_LANE_KINDS else TRACE_LANE
+
+
+def _item_losses(item: tuple[Any, ...]) -> tuple[int, int]:
+    """(session, events) an item carries that are lost if its transaction fails; (0, 0) for what carries none."""
+    tag = item[0]
+    if tag == "rows":
+        return item[1], len(item[3])
+    if tag == "groups":
+        return item[1], len(item[4])
+    if tag == "block":
+        return item[1].session, item[1].count
+    if tag == "out" and item[4]:
+        return item[1], max(1, item[4].count(b"\n"))
+    return 0, 0
+
+
 class Writer:
     def __init__(self, db_path: Path) -> None:
         self._db_path = db_path
         self._queue: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="strobe-writer", daemon=True)
-        self._fifos: dict[int, _SessionFifo] = {}
+        self._fifos: dict[FifoKey, _SessionFifo] = {}
+        self._limits: dict[FifoKey, int] = {}
         self._assemblers: dict[tuple[int, int, int], OutputAssembler] = {}
         self._next_id = 1
         self._id_lock = threading.Lock()
         self._pending_rows = 0  # trace rows queued but not yet written, for backpressure
+        self._pending_output = 0  # output bytes queued but not yet written, for backpressure
         self._room = threading.Condition()
+        self._lost_lock = threading.Lock()
+        self._unsaved_lost: dict[int, int] = {}  # events per session lost since the last commit that counted them
+        self._reserve = Reserve(Path(f"{db_path}-reserve"))
         self._conn: sqlite3.Connection | None = None
         self._started = threading.Event()
         self._start_error: BaseException | None = None
+        self._saved: dict[FifoKey, _SessionFifo | None] = {}  # FIFOs as they were before this transaction
+        self._losses_in_flight: dict[int, int] = {}  # counted by the transaction being written
         self.rows_written = 0
+        self.out_of_space = False
+        """The last transaction failed for lack of disk space (cleared by the next one that commits)."""
 
     # ---- producer side (any thread) -------------------------------------------------------------
 
@@ -224,9 +271,14 @@ class Writer:
             by_session.setdefault(row[0], []).append(row)
         for session, session_rows in by_session.items():
             first = self.reserve_ids(len(session_rows))
-            self._queue.put(
-                ("rows", session, first, [(first + i, *row) for i, row in enumerate(session_rows)])
-            )
+            identified = [(first + i, *row) for i, row in enumerate(session_rows)]
+            # one item per run of rows in the same lane, so each lane's FIFO gets contiguous id ranges
+            lanes = [_lane(row[2]) if len(row) > 2 else TRACE_LANE for row in session_rows]
+            start = 0
+            for end in range(1, len(lanes) + 1):
+                if end == len(lanes) or lanes[end] != lanes[start]:
+                    self._queue.put(("rows", session, first + start, identified[start:end], lanes[start]))
+                    start = end
 
     def submit_block(self, block: EventBlock) -> None:
         """Store a block of trace events (the ingest's fast path: many rows per INSERT statement, absent values
@@ -252,12 +304,25 @@ class Writer:
                 self._pending_rows += len(summary)
             self._queue.put(("groups", session, first_id, groups, summary))
 
-    def submit_output(self, session: int, pid: int, kind: EventKind, data: bytes, ts_ns: int) -> None:
-        """A chunk of a target's stdout/stderr; empty `data` means that stream has ended."""
+    def submit_output(self, session: int, pid: int, kind: EventKind, data: bytes, ts_ns: int) -> bool:
+        """A chunk of a target's stdout/stderr; empty `data` means that stream has ended. While more than
+        MAX_QUEUED_OUTPUT_BYTES wait to be written the caller blocks (back-pressure on the program's pipe); after
+        OUTPUT_WAIT_S the chunk is dropped, counted as lost, and False returned."""
+        size = len(data)
+        with self._room:
+            if size and not self._room.wait_for(lambda: self._pending_output <= MAX_QUEUED_OUTPUT_BYTES,
+                                                OUTPUT_WAIT_S):
+                self._count_lost(session, max(1, data.count(b"\n")))
+                log.warning("store writer: output of session %d dropped (%d bytes): the store is not keeping up",
+                            session, size)
+                return False
+            self._pending_output += size
         self._queue.put(("out", session, pid, int(kind), data, ts_ns, time.monotonic_ns()))
+        return True
 
-    def set_limit(self, session: int, limit: int) -> None:
-        self._queue.put(("limit", session, limit))
+    def set_limit(self, session: int, limit: int, output_limit: int = DEFAULT_MAX_OUTPUT) -> None:
+        """The session's FIFO caps: `limit` trace events, `output_limit` output lines, crashes and snapshots."""
+        self._queue.put(("limit", session, limit, output_limit))
 
     def call(self, fn: Callable[[sqlite3.Connection], T]) -> Future[T]:
         """Run `fn(conn)` in the writer after everything submitted so far; resolves once committed."""
@@ -269,12 +334,23 @@ class Writer:
         """Drop in-memory state for a deleted session (its rows are deleted by a `call`)."""
         self._queue.put(("forget", session))
 
+    def unsaved_losses(self, session: int) -> int:
+        """Events of `session` lost to failed writes that the store does not count yet (its `lost` column gets
+        them with the next commit; until then, readers add this)."""
+        with self._lost_lock:
+            return self._unsaved_lost.get(session, 0) + self._losses_in_flight.get(session, 0)
+
     def close(self, timeout: float = 10.0) -> None:
         if self._thread.is_alive():
             self._queue.put(("stop",))
             self._thread.join(timeout)
 
     # ---- writer thread ---------------------------------------------------------------------------
+
+    def _count_lost(self, session: int, events: int) -> None:
+        if session and events:
+            with self._lost_lock:
+                self._unsaved_lost[session] = self._unsaved_lost.get(session, 0) + events
 
     def _run(self) -> None:
         try:
@@ -286,6 +362,7 @@ class Writer:
             self._start_error = exc
             self._started.set()
             return
+        self._reserve.ensure()
         self._started.set()
         conn = self._conn
         conn.execute(f"PRAGMA wal_autocheckpoint = {WRITER_AUTOCHECKPOINT_PAGES}")
@@ -294,65 +371,121 @@ class Writer:
         while not stopping:
             wait = _PARTIAL_WAIT_S if any(a.has_partial for a in self._assemblers.values()) else _IDLE_WAIT_S
             items: list[tuple[Any, ...]] = []
+            output_bytes = 0
             try:
                 items.append(self._queue.get(timeout=wait))
-                while len(items) < _MAX_ITEMS_PER_TRANSACTION:
-                    items.append(self._queue.get_nowait())
+                while len(items) < _MAX_ITEMS_PER_TRANSACTION and output_bytes < _MAX_OUTPUT_BYTES_PER_TRANSACTION:
+                    item = self._queue.get_nowait()
+                    items.append(item)
+                    if item[0] == "out":
+                        output_bytes += len(item[4])
             except queue.Empty:
                 pass
             stopping = any(item[0] == "stop" for item in items)
-            try:
-                self._write(conn, items, flush_all=stopping)
-                if items:
-                    checkpointer.poke()
-            except Exception as exc:
-                log.exception("store writer: a transaction failed; its events are lost")
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                self._resync(conn)
-                lost_rows = sum(item[1].count if item[0] == "block" else len(item[4]) for item in items
-                                if item[0] in ("block", "groups"))
-                with self._room:
-                    self._pending_rows -= lost_rows
-                    self._room.notify_all()
-                for item in items:
-                    if item[0] == "call" and not item[2].done():
-                        item[2].set_exception(exc)
+            if self._transact(conn, items, flush_all=stopping) and items:
+                checkpointer.poke()
+            self._release_room(items)
         checkpointer.close(timeout=10.0)
         conn.close()  # the last connection out checkpoints the rest
 
+    def _release_room(self, items: list[tuple[Any, ...]]) -> None:
+        rows = sum(item[1].count if item[0] == "block" else len(item[4]) for item in items
+                   if item[0] in ("block", "groups"))
+        output = sum(len(item[4]) for item in items if item[0] == "out")
+        if rows or output:
+            with self._room:
+                self._pending_rows -= rows
+                self._pending_output -= output
+                self._room.notify_all()
+
+    def _transact(self, conn: sqlite3.Connection, items: list[tuple[Any, ...]], *, flush_all: bool) -> bool:
+        """Write the items in one transaction. If it fails, what they carried is counted as lost, and what
+        changes no events (session rows, statuses, deletions, limits) is tried again on its own, after the
+        disk reserve was released if the disk is full. True if the items were written."""
+        try:
+            self._write(conn, items, flush_all=flush_all)
+        except Exception as exc:
+            full = is_out_of_space(exc)
+            if full:
+                if not self.out_of_space:
+                    log.error("store writer: the disk is full (%s); events are counted as lost until space returns",
+                              exc)
+                self._reserve.release()
+            else:
+                log.exception("store writer: a transaction failed; its events are lost")
+            self.out_of_space = full
+            for item in items:
+                self._count_lost(*_item_losses(item))
+            control = [item for item in items if item[0] in ("call", "limit", "forget")
+                       or (item[0] == "out" and not item[4])]  # a stream's end still flushes its partial line
+            if control:
+                try:
+                    self._write(conn, control, flush_all=flush_all)
+                except Exception as again:
+                    if not is_out_of_space(again):
+                        log.exception("store writer: the transaction's calls failed on their own too")
+                    for item in control:
+                        if item[0] == "call" and not item[2].done():
+                            item[2].set_exception(again)
+            return False
+        if self.out_of_space:
+            log.warning("store writer: writes succeed again; the disk has space")
+            self.out_of_space = False
+        if not self._reserve.held:
+            self._reserve.ensure()
+        return True
+
     def _write(self, conn: sqlite3.Connection, items: list[tuple[Any, ...]], *, flush_all: bool) -> None:
+        """One transaction. On failure it is rolled back and the in-memory FIFOs are put back as they were."""
+        saved: dict[FifoKey, _SessionFifo | None] = {}
+        self._saved = saved
+        self._losses_in_flight = {}
+        try:
+            self._write_items(conn, items, flush_all=flush_all)
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            with self._lost_lock:
+                for session, n in self._losses_in_flight.items():
+                    self._unsaved_lost[session] = self._unsaved_lost.get(session, 0) + n
+            self._losses_in_flight = {}
+            for key, fifo in saved.items():
+                if fifo is None:
+                    self._fifos.pop(key, None)
+                else:
+                    self._fifos[key] = fifo
+            raise
+
+    def _write_items(self, conn: sqlite3.Connection, items: list[tuple[Any, ...]], *, flush_all: bool) -> None:
         pending: list[EventRow] = []
         settled: list[tuple[Future[Any], Any, BaseException | None]] = []
-        written_blocks = 0
+        written = 0
         conn.execute("BEGIN")
         for item in items:
             tag = item[0]
             if tag == "rows":
-                _, session, first, rows = item
+                _, session, first, rows, lane = item
                 conn.executemany(_INSERT, rows)
                 counts.record(conn, session, counts.IDENTIFIED_COLUMNS, rows)
-                self._fifo(session).add(first, len(rows))
-                self.rows_written += len(rows)
+                self._fifo(session, lane).add(first, len(rows))
+                written += len(rows)
             elif tag == "groups":
                 _, session, first, groups, summary = item
                 for group in groups:
                     _insert_group(conn, group)
                 counts.record(conn, session, SUMMARY_COLUMNS, summary)
-                self._fifo(session).add(first, len(summary))
-                self.rows_written += len(summary)
-                written_blocks += len(summary)
+                self._add_summarised(session, first, summary)
+                written += len(summary)
             elif tag == "block":
                 block: EventBlock = item[1]
                 for group in block.groups:
                     _insert_group(conn, group)
-                fifo = self._fifo(block.session)
+                fifo = self._fifo(block.session, TRACE_LANE)
                 if block.summary is not None:
                     counts.record_summary(conn, block.summary)
                     fifo.add_block(block.summary.cells)
                 fifo.add(block.first_id, block.count)
-                self.rows_written += block.count
-                written_blocks += block.count
+                written += block.count
             elif tag == "out":
                 _, session, pid, kind, data, ts_ns, mono = item
                 key = (session, pid, kind)
@@ -362,66 +495,94 @@ class Writer:
                 pieces = assembler.feed(data, ts_ns, mono) if data else assembler.flush()
                 pending.extend(_output_rows(session, pid, kind, pieces))
             elif tag == "call":
-                self._insert(conn, pending)
+                written += self._insert(conn, pending)
                 pending = []
                 fn, future = item[1], item[2]
                 conn.execute("SAVEPOINT call")
                 try:
                     result = fn(conn)
                 except BaseException as exc:
+                    if not conn.in_transaction:  # SQLite rolled the whole transaction back (a full disk does)
+                        raise
                     conn.execute("ROLLBACK TO call")
                     settled.append((future, None, exc))
                 else:
                     settled.append((future, result, None))
                 conn.execute("RELEASE call")
             elif tag == "limit":
-                self._fifo(item[1]).limit = item[2]
+                _, session, limit, output_limit = item
+                for lane, value in ((TRACE_LANE, limit), (OUTPUT_LANE, output_limit)):
+                    self._limits[(session, lane)] = value
+                    self._fifo(session, lane).limit = value
             elif tag == "forget":
-                self._insert(conn, pending)
+                written += self._insert(conn, pending)
                 pending = []
-                self._fifos.pop(item[1], None)
+                for lane in (TRACE_LANE, OUTPUT_LANE):
+                    self._fifo(item[1], lane)  # saved, so a failed transaction puts it back
+                    self._fifos.pop((item[1], lane), None)
+                    self._limits.pop((item[1], lane), None)
                 counts.forget_session(conn, item[1])
                 for key in [k for k in self._assemblers if k[0] == item[1]]:
                     del self._assemblers[key]
         now = time.monotonic_ns()
+        taken = sum(len(item[4]) for item in items if item[0] == "out")
+        with self._room:
+            more_queued = self._pending_output > taken
         for (session, pid, kind), assembler in self._assemblers.items():
-            pieces = assembler.flush() if flush_all else assembler.flush_if_stale(now)
+            if flush_all:
+                pieces = assembler.flush()
+            elif more_queued:  # the rest of a partial line may be waiting in the queue: not stale, just behind
+                continue
+            else:
+                pieces = assembler.flush_if_stale(now)
             pending.extend(_output_rows(session, pid, kind, pieces))
-        self._insert(conn, pending)
+        written += self._insert(conn, pending)
         self._trim(conn)
+        self._save_losses(conn)
         conn.execute("COMMIT")
-        if written_blocks:
-            with self._room:
-                self._pending_rows -= written_blocks
-                self._room.notify_all()
+        self._losses_in_flight = {}
+        self.rows_written += written
         for future, result, error in settled:
             if error is not None:
                 future.set_exception(error)
             else:
                 future.set_result(result)
 
-    def _resync(self, conn: sqlite3.Connection) -> None:
-        """After a rollback, rebuild the id counter and FIFO ranges from what the store really holds."""
-        row = conn.execute("SELECT max(id) FROM events").fetchone()
-        with self._id_lock:
-            self._next_id = max(self._next_id, (row[0] or 0) + 1)
-        for session, fifo in self._fifos.items():
-            ids = sorted(r[0] for r in conn.execute("SELECT id FROM events WHERE session = ?", (session,)))
-            fifo.ranges.clear()
-            fifo.blocks.clear()  # the events are read back when trimmed
-            fifo.count = 0
-            for event_id in ids:
-                fifo.add(event_id, 1)
+    def _save_losses(self, conn: sqlite3.Connection) -> None:
+        """Counts of lost events go into the transaction that is about to commit (forgotten if it fails)."""
+        with self._lost_lock:
+            if not self._unsaved_lost:
+                return
+            losses, self._unsaved_lost = self._unsaved_lost, {}
+        self._losses_in_flight = losses  # given back to _unsaved_lost if the transaction fails
+        conn.executemany("UPDATE sessions SET lost = lost + ? WHERE key = ?",
+                         [(n, session) for session, n in losses.items()])
 
-    def _fifo(self, session: int) -> _SessionFifo:
-        fifo = self._fifos.get(session)
+    def _add_summarised(self, session: int, first: int, summary: Sequence[SummaryRow]) -> None:
+        """Ids first.. of summarised rows, each in its kind's lane (a Python crash comes among trace events)."""
+        kinds = [row[2] for row in summary]
+        if OUTPUT_LANE_KINDS.isdisjoint(kinds):
+            self._fifo(session, TRACE_LANE).add(first, len(summary))
+            return
+        for offset, kind in enumerate(kinds):
+            self._fifo(session, _lane(kind)).add(first + offset, 1)
+
+    def _fifo(self, session: int, lane: int) -> _SessionFifo:
+        """The FIFO of (session, lane), saved first if this transaction has not changed it yet."""
+        key = (session, lane)
+        fifo = self._fifos.get(key)
+        saved = self._saved
+        if key not in saved:
+            saved[key] = None if fifo is None else fifo.snapshot()
         if fifo is None:
-            fifo = self._fifos[session] = _SessionFifo()
+            default = DEFAULT_MAX_OUTPUT if lane == OUTPUT_LANE else DEFAULT_MAX_EVENTS
+            fifo = self._fifos[key] = _SessionFifo(limit=self._limits.get(key, default))
         return fifo
 
-    def _insert(self, conn: sqlite3.Connection, rows: list[EventRow]) -> None:
+    def _insert(self, conn: sqlite3.Connection, rows: list[EventRow]) -> int:
+        """Output rows (the output lane); returns how many."""
         if not rows:
-            return
+            return 0
         # Give each session's rows one contiguous id range so FIFO trimming is a primary-key range delete.
         by_session: dict[int, list[EventRow]] = {}
         for row in rows:
@@ -431,19 +592,21 @@ class Writer:
             identified = [(first + i, *row) for i, row in enumerate(session_rows)]
             conn.executemany(_INSERT, identified)
             counts.record(conn, session, counts.IDENTIFIED_COLUMNS, identified)
-            self._fifo(session).add(first, len(session_rows))
-        self.rows_written += len(rows)
+            self._fifo(session, OUTPUT_LANE).add(first, len(session_rows))
+        return len(rows)
 
     def _trim(self, conn: sqlite3.Connection) -> None:
-        for session, fifo in self._fifos.items():
+        for (session, lane), fifo in list(self._fifos.items()):
             if fifo.count <= fifo.limit:
                 continue
+            fifo = self._fifo(session, lane)  # saved before it changes
             dropped = 0
             for lo, hi in fifo.take_excess():
                 counts.forget_range(conn, lo, hi, fifo.blocks_within(lo, hi))
                 conn.execute("DELETE FROM events WHERE id BETWEEN ? AND ?", (lo, hi))
                 dropped += hi - lo + 1
-            conn.execute("UPDATE sessions SET trimmed = trimmed + ? WHERE key = ?", (dropped, session))
+            column = "output_trimmed" if lane == OUTPUT_LANE else "trimmed"
+            conn.execute(f"UPDATE sessions SET {column} = {column} + ? WHERE key = ?", (dropped, session))
 
 
 _ROWS_PER_STATEMENT = 64
