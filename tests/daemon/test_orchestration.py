@@ -183,3 +183,26 @@ async def _first_live(manager: SessionManager) -> Any:
 async def _status(manager: SessionManager, session_id: str, pid: int, status: SessionStatus) -> Any:
     rows = await processes(manager, session_id)
     return rows if pid in rows and rows[pid].status is status else None
+
+
+async def test_maintenance_purges_old_sessions_with_their_files_and_keeps_running_ones(world: Any) -> None:
+    manager, launcher, _ = world
+    done = await manager.launch(COMMAND, "/proj", {}, manager.settings.for_project("/proj"))
+    launcher.end(done.pid, code=0)
+    await ended(manager, done.session_id)
+    live = await manager.launch(COMMAND, "/proj", {}, manager.settings.for_project("/proj"))
+    await manager.stop(done.session_id, retain=True)
+    dump = manager.paths.reads_dir / done.session_id
+    dump.mkdir(parents=True)
+    (dump / "buffer.bin").write_bytes(b"x")
+    manager.tests.runner.details_dir.mkdir(parents=True, exist_ok=True)
+    (manager.tests.runner.details_dir / "run-1.log").write_text("output")
+    manager.tests.runner.note_session("run-1", done.session_id)
+    record = await manager.get_record(done.session_id)
+    await manager.services.write(lambda c: c.execute("UPDATE sessions SET ended_at = 0 WHERE key = ?", (record.key,)))
+    purged = await manager.maintain()
+    assert [(p.id, p.why) for p in purged] == [(done.session_id, "older than 7 days")]
+    assert [r.id for r in await manager.list_sessions()] == [live.session_id]
+    assert not dump.exists() and not list(manager.tests.runner.details_dir.iterdir())
+    launcher.end(live.pid, code=0)
+    await ended(manager, live.session_id)

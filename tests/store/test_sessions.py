@@ -275,28 +275,6 @@ def test_close_orphaned_sessions(conn: sqlite3.Connection) -> None:
     assert ss.close_orphaned_sessions(conn, 8_000) == []
 
 
-# ---- purge_retained_before -----------------------------------------------------------------------
-
-
-def test_purge_retained_before(conn: sqlite3.Connection) -> None:
-    old = insert(conn, "old", pid=1)
-    edge = insert(conn, "edge", pid=2)
-    recent = insert(conn, "recent", pid=3)
-    running = insert(conn, "running", pid=4)
-    ss.finish_process(conn, old.key, 1, SessionStatus.EXITED, 0, 100)
-    ss.retain_session(conn, edge.key, 150)
-    ss.finish_process(conn, recent.key, 3, SessionStatus.EXITED, 0, 200)
-    add_events(conn, old.key, 4, first_id=1)
-    add_events(conn, running.key, 2, first_id=10)
-    assert ss.purge_retained_before(conn, 150) == ["old"]
-    assert ss.count_events(conn, old.key) == 0
-    assert processes(conn, old.key) == []
-    assert [r.id for r in ss.list_sessions(conn)] == ["edge", "recent", "running"]
-    assert ss.count_events(conn, running.key) == 2
-    assert sorted(ss.purge_retained_before(conn, 10**12)) == ["edge", "recent"]
-    assert [r.id for r in ss.list_sessions(conn)] == ["running"]
-
-
 # ---- reads ---------------------------------------------------------------------------------------
 
 

@@ -295,6 +295,24 @@ async def test_overlapping_runs_and_a_bounded_history(runner: Runner, tmp_path: 
     assert (await runner.status(fourth, wait_s=30))["status"] == "completed"
 
 
+def test_the_kept_history_holds_across_restarts_and_goes_with_a_traced_runs_session(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner_module, "MAX_KEPT_RUNS", 3)
+    details = tmp_path / "details"
+    details.mkdir()
+    for i in range(5):  # what earlier daemons kept: run-0 is the oldest
+        (details / f"run-{i}.log").write_text("output")
+        os.utime(details / f"run-{i}.log", (1_000 + i, 1_000 + i))
+    restarted = Runner(details)
+    restarted.prune_files()
+    assert sorted(p.name for p in details.iterdir()) == ["run-2.log", "run-3.log", "run-4.log"]
+    restarted.note_session("run-3", "app-2026-11-24-10h00")
+    assert (details / "run-3.session").stat().st_mode & 0o777 == 0o600
+    restarted.forget_session_files("another-session")
+    restarted.forget_session_files("app-2026-11-24-10h00")
+    assert sorted(p.name for p in details.iterdir()) == ["run-2.log", "run-4.log"]
+
+
 async def test_close_kills_every_running_test(tmp_path: Path) -> None:
     runner = Runner(tmp_path / "details")
     body = "print('START waits', flush=True)\ntime.sleep(600)\n"

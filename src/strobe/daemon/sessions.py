@@ -18,6 +18,7 @@ import asyncio
 import functools
 import logging
 import shutil
+import sqlite3
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ from strobe.instrument.protocol import CrashReport
 from strobe.instrument.worker import FridaWorker
 from strobe.paths import StrobePaths
 from strobe.settings import Settings, SettingsSource
+from strobe.store import retention
 from strobe.store import sessions as store_sessions
 from strobe.store.query import EventFilter, QueryPage, query_events
 from strobe.store.reader import Reader
@@ -56,7 +58,8 @@ log = logging.getLogger(__name__)
 
 PLAN_WAIT_S = 5.0  # how long a verbose query waits for argument types being worked out (then: raw registers)
 FLUSH_TIMEOUT_S = 2.0
-RETENTION_MS = 7 * 24 * 3600 * 1000
+MAINTENANCE_INTERVAL_S = 60.0
+"""How often ended sessions past their retention or over the store's size cap are purged."""
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,7 @@ class SessionManager:
                                    _Events(services, self.lifecycle, CrashStorage(services), self.children))
         self.reads = SessionReads(services, self.sessions)
         self.tests = TestRuns(services.paths.home, services.writer.call, services.reader.run, self._attach_test)
+        self._maintenance: asyncio.Task[None] | None = None
 
     @classmethod
     def create(cls, paths: StrobePaths) -> SessionManager:
@@ -134,15 +138,45 @@ class SessionManager:
         self.services.writer.start()
         now = now_ms()
         orphans = await self.services.write(lambda c: store_sessions.close_orphaned_sessions(c, now))
-        purged = await self.services.write(lambda c: store_sessions.purge_retained_before(c, now - RETENTION_MS))
         if orphans:
             log.info("sessions left running by a previous daemon marked stopped: %s", orphans)
-        if purged:
-            log.info("sessions older than 7 days purged: %s", purged)
         await self.tests.start()
+        await self.maintain()
+        self._maintenance = asyncio.create_task(self._maintain_periodically(), name="store-maintenance")
+
+    async def maintain(self) -> list[retention.Purged]:
+        """Purge ended sessions past retention or over storage.maxBytes (with their debug_read dumps and the test
+        run files of the runs they traced), then shrink the file."""
+        max_bytes = self.settings.for_project().storage_max_bytes
+        now = now_ms()
+        purged = await self.services.write(lambda c: retention.purge(c, now, max_bytes))
+        for gone in purged:
+            log.info("session %s purged (%s)", gone.id, gone.why)
+            self._forget(gone.key, gone.id)
+        if purged:
+            await self._shrink()
+        return purged
+
+    async def _shrink(self) -> None:
+        try:
+            released = await asyncio.to_thread(retention.shrink, self.paths.database)
+        except sqlite3.Error as exc:
+            log.warning("store: could not give free space back to the disk: %s", exc)
+        else:
+            log.info("store: %d MiB given back to the disk", released >> 20)
+
+    async def _maintain_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(MAINTENANCE_INTERVAL_S)
+            try:
+                await self.maintain()
+            except Exception:
+                log.exception("store maintenance failed; trying again in %.0f s", MAINTENANCE_INTERVAL_S)
 
     async def close(self) -> None:
         """Daemon shutdown: every process killed, every session kept (stopped), Frida and the store released."""
+        if self._maintenance is not None:
+            self._maintenance.cancel()
         await self.tests.close()
         services = self.services
         for live in self.sessions.all():
@@ -350,12 +384,19 @@ class SessionManager:
         return await self._delete(session_id, record.key)
 
     async def _delete(self, session_id: str, key: int) -> int:
-        """A session's events, and the buffers debug_read wrote for it, go together."""
+        """A session's events, the buffers debug_read wrote for it and the files of the test run it traced go
+        together; the space they took goes back to the disk."""
         deleted = int(await self.services.write(lambda c: store_sessions.delete_session(c, key)))
+        self._forget(key, session_id)
+        await self._shrink()
+        return deleted
+
+    def _forget(self, key: int, session_id: str) -> None:
+        """What a deleted session leaves outside its rows."""
         self.services.writer.forget_session(key)
         shutil.rmtree(self.paths.reads_dir / session_id, ignore_errors=True)
         self.sessions.forget_polls(session_id)
-        return deleted
+        self.tests.forget_session(session_id)
 
     # ---- query -----------------------------------------------------------------------------------
 

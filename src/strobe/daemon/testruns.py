@@ -59,6 +59,11 @@ class TestRuns:
 
     async def start(self) -> None:
         self._durations = await self._read(test_durations.load_all)
+        self.runner.prune_files()  # the files of runs a previous daemon kept count against the limit too
+
+    def forget_session(self, session_id: str) -> None:
+        """A deleted or purged session takes the files of the test run it traced with it."""
+        self.runner.forget_session_files(session_id)
 
     async def close(self) -> None:
         await self.runner.close()
@@ -110,6 +115,7 @@ class TestRuns:
         finally:
             _open_gate(gate)  # never leave the gated command waiting
         self._sessions[run_id] = session_id
+        self.runner.note_session(run_id, session_id)
         return {"testRunId": run_id, "status": "running", "framework": adapter.display_name, "sessionId": session_id}
 
     async def status(self, run_id: str, wait_s: float, report: Report | None = None) -> dict[str, Any]:

@@ -8,12 +8,15 @@ Event ids are global integers assigned by the writer; the agent-facing id is "{s
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sqlite3
 from enum import IntEnum
 from pathlib import Path
 
 from strobe.paths import private_opener
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2
 
@@ -170,6 +173,11 @@ _NOTHING: dict[None, None] = {}
 sqlite3.register_adapter(type(None), _NOTHING.get)
 sqlite3.register_adapter(bytes, bytes)
 
+WAL_LIMIT_BYTES = 64 << 20
+"""The write-ahead log is truncated back to this size once checkpointed (it never stays larger)."""
+VACUUM_ON_OPEN_MAX_BYTES = 1 << 30
+"""A store made before incremental vacuum is rewritten once (VACUUM) to gain it, if it is at most this big."""
+
 STATEMENT_CACHE = 256
 """Prepared statements kept per connection (the writer's multi-row inserts come in a few shapes and sizes)."""
 
@@ -193,12 +201,16 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
         conn.execute(f"PRAGMA mmap_size = {READER_MMAP_BYTES}")
         conn.execute(f"PRAGMA cache_size = -{READER_CACHE_KIB}")
         return conn
+    if conn.execute("PRAGMA page_count").fetchone()[0] == 0:  # a new store: free pages can go back to the disk
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
     conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
     conn.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")  # the summaries and insertion points stay cached
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = OFF")
     conn.executescript(_DDL)
     _add_missing_columns(conn)
+    _make_shrinkable(conn)
     conn.execute(
         "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
     )
@@ -219,6 +231,27 @@ _ADDED_COLUMNS = (
     ("sessions", "output_trimmed", "INTEGER NOT NULL DEFAULT 0"),
     ("sessions", "lost", "INTEGER NOT NULL DEFAULT 0"),
 )
+
+
+def _make_shrinkable(conn: sqlite3.Connection) -> None:
+    """A store made before incremental auto-vacuum gains it by a one-time VACUUM when that is cheap enough (it
+    rewrites the file and needs as much free disk again); a bigger one keeps its size until it is deleted."""
+    if conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
+        return
+    pages, size = conn.execute("PRAGMA page_count").fetchone()[0], conn.execute("PRAGMA page_size").fetchone()[0]
+    if pages * size > VACUUM_ON_OPEN_MAX_BYTES:
+        log.warning("store: %s is %d MiB and predates incremental vacuum: deleting sessions frees space inside it "
+                    "but does not shrink the file (delete the file to start afresh)", path_of(conn), pages * size >> 20)
+        return
+    try:
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        conn.execute("VACUUM")
+    except sqlite3.Error as exc:
+        log.warning("store: could not convert %s to incremental vacuum: %s", path_of(conn), exc)
+
+
+def path_of(conn: sqlite3.Connection) -> str:
+    return str(conn.execute("PRAGMA database_list").fetchone()[2])
 
 
 def _add_missing_columns(conn: sqlite3.Connection) -> None:

@@ -145,16 +145,6 @@ def close_orphaned_sessions(conn: sqlite3.Connection, now: int) -> list[str]:
     return ids
 
 
-def purge_retained_before(conn: sqlite3.Connection, cutoff: int) -> list[str]:
-    """Delete ended sessions whose end is older than `cutoff` (unix ms)."""
-    rows = conn.execute(
-        "SELECT key, id FROM sessions WHERE status != 'running' AND ended_at < ?", (cutoff,)
-    ).fetchall()
-    for key, _ in rows:
-        delete_session(conn, key)
-    return [sid for _, sid in rows]
-
-
 # ---- reads (any connection) ----------------------------------------------------------------------
 
 

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from strobe.store import counts
 from strobe.store.output import OutputAssembler
-from strobe.store.schema import EVENT_COLUMNS, EventKind, connect
+from strobe.store.schema import EVENT_COLUMNS, WAL_LIMIT_BYTES, EventKind, connect
 from strobe.store.space import Reserve, is_out_of_space
 
 log = logging.getLogger(__name__)
@@ -184,6 +184,7 @@ class _Checkpointer:
         try:
             conn = sqlite3.connect(self._db_path, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
         except sqlite3.Error:
             log.exception("store checkpointer: cannot open the store; the writer checkpoints instead")
             return

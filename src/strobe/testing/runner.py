@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from strobe.errors import TestRunNotFound, ValidationError
-from strobe.paths import private_dir
+from strobe.paths import private_dir, private_opener
 from strobe.testing.adapters.base import FinishedRun, TestAdapter
 from strobe.testing.model import LiveProgress, Outcome, ParsedRun, TestCase, TestCommand, TestLevel
 from strobe.testing.stacks import all_processes, pipe_holders
@@ -37,7 +37,8 @@ log = logging.getLogger(__name__)
 
 HARD_TIMEOUTS_S: dict[TestLevel | None, float] = {
     TestLevel.UNIT: 5 * 60, TestLevel.INTEGRATION: 10 * 60, TestLevel.E2E: 30 * 60, None: 30 * 60}  # None: all
-MAX_KEPT_RUNS = 50  # finished runs remembered (and their details files kept)
+MAX_KEPT_RUNS = 50  # finished runs remembered (and their details files kept, across daemon restarts)
+SESSION_SUFFIX = ".session"  # beside a traced run's details file: the id of the session that traced it
 DRAIN_AFTER_EXIT_S = 5.0  # output still buffered in the pipes after the test process ended
 READ_CHUNK = 65536
 
@@ -414,7 +415,41 @@ class TestRunner:
         finished = [run for run in self._runs.values() if run.done.is_set()]
         for run in finished[: max(0, len(finished) - MAX_KEPT_RUNS)]:
             del self._runs[run.id]
-            run.details.unlink(missing_ok=True)
+            _remove_run_files(run.details)
+        self.prune_files()
+
+    def prune_files(self) -> None:
+        """Keep the details files of the MAX_KEPT_RUNS newest finished runs (those of earlier daemons included)
+        and of every running one."""
+        running = {run.details for run in self._runs.values() if not run.done.is_set()}
+        try:
+            files = [path for path in self.details_dir.glob("*.log") if path not in running]
+            files.sort(key=lambda path: path.stat().st_mtime, reverse=True)
+        except OSError:
+            return
+        for path in files[MAX_KEPT_RUNS:]:
+            _remove_run_files(path)
+
+    def note_session(self, run_id: str, session_id: str) -> None:
+        """The run is traced by this session: its files go when the session is deleted (across restarts too)."""
+        marker = self.details_dir / f"{run_id}{SESSION_SUFFIX}"
+        fd = private_opener(str(marker), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(session_id)
+
+    def forget_session_files(self, session_id: str) -> None:
+        for marker in self.details_dir.glob(f"*{SESSION_SUFFIX}"):
+            try:
+                owner = marker.read_text(encoding="utf-8")
+            except OSError:
+                continue
+            if owner == session_id:
+                _remove_run_files(marker.with_suffix(".log"))
+
+
+def _remove_run_files(details: Path) -> None:
+    details.unlink(missing_ok=True)
+    details.with_suffix(SESSION_SUFFIX).unlink(missing_ok=True)
 
 
 def _spawn_error(command: TestCommand, exc: OSError) -> str:
