@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.store.test_sessions import add_events, insert, processes
+from tests.store.test_sessions import insert
 
 from strobe.store import retention
 from strobe.store import sessions as ss
@@ -32,39 +32,38 @@ def _fill(conn: sqlite3.Connection, session: int, rows: int, first_id: int) -> N
                      [(first_id + i, session, i, "x" * 1000) for i in range(rows)])
 
 
-def test_sessions_ended_more_than_seven_days_ago_are_purged(conn: sqlite3.Connection) -> None:
+def test_sessions_ended_more_than_seven_days_ago_expire(conn: sqlite3.Connection) -> None:
     now = 100 * DAY_MS
     old = insert(conn, "old", pid=1)
     edge = insert(conn, "edge", pid=2)
-    running = insert(conn, "running", pid=4)
+    insert(conn, "running", pid=4)
+    older = insert(conn, "older", pid=5)
     ss.finish_process(conn, old.key, 1, SessionStatus.EXITED, 0, now - 8 * DAY_MS)
     ss.retain_session(conn, edge.key, now - 6 * DAY_MS)
-    add_events(conn, old.key, 4, first_id=1)
-    add_events(conn, running.key, 2, first_id=10)
-    purged = retention.purge(conn, now, max_bytes=1 << 40)
-    assert [(p.id, p.why) for p in purged] == [("old", "older than 7 days")]
-    assert ss.count_events(conn, old.key) == 0 and processes(conn, old.key) == []
-    assert [r.id for r in ss.list_sessions(conn)] == ["edge", "running"]
-    assert ss.count_events(conn, running.key) == 2
+    ss.finish_process(conn, older.key, 5, SessionStatus.EXITED, 0, now - 9 * DAY_MS)
+    assert [(p.id, p.why) for p in retention.expired(conn, now)] == [("older", "older than 7 days"),
+                                                                     ("old", "older than 7 days")]
 
 
-def test_over_the_size_cap_the_oldest_ended_sessions_go_first_never_a_running_one(conn: sqlite3.Connection) -> None:
+def test_over_the_size_cap_the_oldest_ended_session_goes_first_never_a_running_one(conn: sqlite3.Connection) -> None:
     now = 10 * DAY_MS
     sessions = [insert(conn, f"s{i}", pid=i + 1) for i in range(4)]
     empty = retention.used_bytes(conn)
     for i, session in enumerate(sessions):
-        _fill(conn, session.key, 400, first_id=1 + i * 1000)  # ~400 KB each
+        _fill(conn, session.key, 400, first_id=1 + i * 1000)
     for i, ended in ((2, now - 3000), (0, now - 2000), (1, now - 1000)):  # s2 ended first, s3 still runs
         ss.finish_process(conn, sessions[i].key, i + 1, SessionStatus.EXITED, 0, ended)
     each = (retention.used_bytes(conn) - empty) // 4
     cap = retention.used_bytes(conn) - each * 3 // 2  # room for all but one and a half
-    purged = retention.purge(conn, now, max_bytes=cap)
-    assert [(p.id, p.why) for p in purged] == [("s2", "over storage.maxBytes"), ("s0", "over storage.maxBytes")]
+    gone = []
+    while (victim := retention.next_over_cap(conn, cap)) is not None:
+        gone.append((victim.id, victim.why))
+        ss.delete_session(conn, victim.key)
+    assert gone == [("s2", "over storage.maxBytes"), ("s0", "over storage.maxBytes")]
     assert retention.used_bytes(conn) <= cap
-    assert [r.id for r in ss.list_sessions(conn)] == ["s1", "s3"]
-    everything = retention.purge(conn, now, max_bytes=1)
-    assert [p.id for p in everything] == ["s1"]  # s3 is running: never purged, even over the cap
-    assert [r.id for r in ss.list_sessions(conn)] == ["s3"]
+    while (victim := retention.next_over_cap(conn, 1)) is not None:
+        ss.delete_session(conn, victim.key)
+    assert [r.id for r in ss.list_sessions(conn)] == ["s3"]  # running: never purged, even over the cap
 
 
 def test_shrink_gives_deleted_sessions_space_back_to_the_disk(conn: sqlite3.Connection, tmp_path: Path) -> None:

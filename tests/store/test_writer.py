@@ -552,3 +552,23 @@ def test_a_reserve_file_is_kept_beside_the_store_and_released_when_full(writer: 
     writer.submit_rows([row(s, 1)])
     barrier(writer)
     assert reserve.exists()  # made again once writes succeed
+
+
+def test_deleting_a_big_session_keeps_the_write_ahead_log_small(writer: Writer, reader: sqlite3.Connection,
+                                                               db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(writer_module, "DELETE_CHUNK", 1000)
+    big, other = new_session(writer, "big"), new_session(writer, "other")
+    writer.set_limit(big, 1_000_000)
+    for start in range(0, 20_000, 2000):
+        writer.submit_rows([row(big, start + i, text="z" * 200) for i in range(2000)])
+    writer.submit_rows([row(other, 1)])
+    barrier(writer)
+    writer.call(lambda c: c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()).result(TIMEOUT)
+    assert writer.delete_session(big).result(TIMEOUT) == 20_000
+    assert Path(f"{db_path}-wal").stat().st_size < 1_000_000  # ~5 MB of rows; one 1000-row chunk at a time
+    assert store_sessions.get_session_by_key(reader, big) is None
+    assert [ts for _, ts in session_rows(reader, other)] == [1]
+    assert reader.execute("SELECT count(*) FROM event_counts WHERE session = ?", (big,)).fetchone()[0] == 0
+    writer.submit_rows([row(other, 2)])  # the writer carries on
+    barrier(writer)
+    assert [ts for _, ts in session_rows(reader, other)] == [1, 2]

@@ -149,13 +149,20 @@ class SessionManager:
         run files of the runs they traced), then shrink the file."""
         max_bytes = self.settings.for_project().storage_max_bytes
         now = now_ms()
-        purged = await self.services.write(lambda c: retention.purge(c, now, max_bytes))
-        for gone in purged:
-            log.info("session %s purged (%s)", gone.id, gone.why)
-            self._forget(gone.key, gone.id)
-        if purged:
-            await self._shrink()
-        return purged
+        purged: list[retention.Purged] = []
+        for expired in await self.services.read(lambda c: retention.expired(c, now)):
+            await self._purge(expired)
+            purged.append(expired)
+        while True:
+            over: retention.Purged | None = await self.services.read(lambda c: retention.next_over_cap(c, max_bytes))
+            if over is None:
+                return purged
+            await self._purge(over)
+            purged.append(over)
+
+    async def _purge(self, gone: retention.Purged) -> None:
+        log.info("session %s purged (%s)", gone.id, gone.why)
+        await self._delete(gone.id, gone.key)
 
     async def _shrink(self) -> None:
         try:
@@ -386,17 +393,12 @@ class SessionManager:
     async def _delete(self, session_id: str, key: int) -> int:
         """A session's events, the buffers debug_read wrote for it and the files of the test run it traced go
         together; the space they took goes back to the disk."""
-        deleted = int(await self.services.write(lambda c: store_sessions.delete_session(c, key)))
-        self._forget(key, session_id)
-        await self._shrink()
-        return deleted
-
-    def _forget(self, key: int, session_id: str) -> None:
-        """What a deleted session leaves outside its rows."""
-        self.services.writer.forget_session(key)
+        deleted = await asyncio.wrap_future(self.services.writer.delete_session(key))
         shutil.rmtree(self.paths.reads_dir / session_id, ignore_errors=True)
         self.sessions.forget_polls(session_id)
         self.tests.forget_session(session_id)
+        await self._shrink()
+        return deleted
 
     # ---- query -----------------------------------------------------------------------------------
 

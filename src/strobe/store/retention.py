@@ -1,9 +1,9 @@
 """What the store keeps: ended sessions for RETENTION_MS at most, and no more than a size cap in all.
 
-Write functions take the writer's connection (run them via Writer.call). Purging never touches a running session:
-a running session is bounded by its own FIFO caps instead. Deleted rows leave free pages behind; `shrink` gives
-them back to the file system (the store is in incremental auto-vacuum mode, schema.connect), so the file's size
-follows what it holds.
+These functions only choose what goes (the daemon deletes it with Writer.delete_session). Purging never touches a
+running session: a running session is bounded by its own FIFO caps instead. Deleted rows leave free pages behind;
+`shrink` gives them back to the file system (the store is in incremental auto-vacuum mode, schema.connect), so the
+file's size follows what it holds.
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-
-from strobe.store.sessions import delete_session
 
 RETENTION_MS = 7 * 24 * 3600 * 1000
 
@@ -32,26 +30,23 @@ def used_bytes(conn: sqlite3.Connection) -> int:
     return int((pages - free) * size)
 
 
-def purge(conn: sqlite3.Connection, now_ms: int, max_bytes: int, retention_ms: int = RETENTION_MS) -> list[Purged]:
-    """Delete ended sessions that ended more than `retention_ms` ago, then the oldest ended ones while the store
-    holds more than `max_bytes`. Returns what went, oldest first."""
-    purged: list[Purged] = []
-    for key, sid in conn.execute(
+def expired(conn: sqlite3.Connection, now_ms: int, retention_ms: int = RETENTION_MS) -> list[Purged]:
+    """Ended sessions that ended more than `retention_ms` ago, oldest first."""
+    return [Purged(key, sid, "older than 7 days") for key, sid in conn.execute(
         "SELECT key, id FROM sessions WHERE status != 'running' AND ended_at < ? ORDER BY ended_at, key",
         (now_ms - retention_ms,),
-    ).fetchall():
-        delete_session(conn, key)
-        purged.append(Purged(key, sid, "older than 7 days"))
-    if used_bytes(conn) > max_bytes:
-        ended = conn.execute(
-            "SELECT key, id FROM sessions WHERE status != 'running' ORDER BY coalesce(ended_at, started_at), key"
-        ).fetchall()
-        for key, sid in ended:
-            if used_bytes(conn) <= max_bytes:
-                break
-            delete_session(conn, key)
-            purged.append(Purged(key, sid, "over storage.maxBytes"))
-    return purged
+    )]
+
+
+def next_over_cap(conn: sqlite3.Connection, max_bytes: int) -> Purged | None:
+    """The oldest ended session, if the store holds more than `max_bytes`; None otherwise (or if every session
+    left is running)."""
+    if used_bytes(conn) <= max_bytes:
+        return None
+    row = conn.execute(
+        "SELECT key, id FROM sessions WHERE status != 'running' ORDER BY coalesce(ended_at, started_at), key LIMIT 1"
+    ).fetchone()
+    return None if row is None else Purged(row[0], row[1], "over storage.maxBytes")
 
 
 def shrink(path: Path) -> int:
@@ -66,7 +61,10 @@ def shrink(path: Path) -> int:
             return 0
         size = conn.execute("PRAGMA page_size").fetchone()[0]
         conn.executescript("PRAGMA incremental_vacuum")
-        return int((free - conn.execute("PRAGMA freelist_count").fetchone()[0]) * size)
+        released = int((free - conn.execute("PRAGMA freelist_count").fetchone()[0]) * size)
+        # the shorter file and an empty write-ahead log, now rather than at some later checkpoint
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        return released
     finally:
         conn.close()
 

@@ -126,6 +126,14 @@ def retain_session(conn: sqlite3.Connection, session: int, ended_at: int) -> Non
     )
 
 
+def delete_events_chunk(conn: sqlite3.Connection, session: int, limit: int) -> int:
+    """Delete up to `limit` of a session's events, oldest first; returns how many went (a big session is deleted
+    chunk by chunk, a transaction each, so the write-ahead log never holds all of it)."""
+    return conn.execute(
+        "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE session = ? ORDER BY id LIMIT ?)", (session, limit)
+    ).rowcount
+
+
 def delete_session(conn: sqlite3.Connection, session: int) -> int:
     """Delete a session and everything it captured; returns how many events went with it."""
     deleted = conn.execute("DELETE FROM events WHERE session = ?", (session,)).rowcount

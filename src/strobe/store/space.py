@@ -1,9 +1,10 @@
 """Disk space for the store's own bookkeeping when the disk is full.
 
 A store on a full disk can still lose nothing silently only if it can write a few pages: the status and exit
-code of a session that ends, the count of what was lost, the deletion the user asks for to free space. The
-writer keeps a reserve file of RESERVE_BYTES beside the database and deletes it the first time a write fails
-for lack of space, so those small transactions fit; it makes the reserve again once space has come back.
+code of a session that ends, the count of what was lost, the deletion the user asks for to free space. So the
+writer stops writing events before the disk is full, when less than LOW_WATER_BYTES are free (and starts again
+at RESUME_BYTES); and for a disk something else fills at once, it keeps a reserve file of RESERVE_BYTES beside the
+database that it deletes the first time a write fails for lack of space, and makes again once space is back.
 """
 
 from __future__ import annotations
@@ -20,8 +21,12 @@ from strobe.paths import private_opener
 log = logging.getLogger(__name__)
 
 RESERVE_BYTES = 16 << 20
-_HEADROOM_BYTES = 2 * RESERVE_BYTES
-"""Free space beyond the reserve needed before it is made again (so making it does not fill the disk)."""
+LOW_WATER_BYTES = 48 << 20
+"""Below this much free space the store stops writing events (and counts them as lost): what is left keeps room
+for the write-ahead log to be copied back into the database (which may grow the file by up to the log's size),
+for sessions to end and be deleted."""
+RESUME_BYTES = 64 << 20
+"""Free space at which events are written again (above the low-water mark, so the store does not flap)."""
 
 _OUT_OF_SPACE_CODES = {sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR}
 
@@ -61,7 +66,7 @@ class Reserve:
         if self.held:
             return True
         try:
-            if free_bytes(self.path.parent) < self.size + _HEADROOM_BYTES:
+            if free_bytes(self.path.parent) < self.size + RESUME_BYTES:
                 return False
             fd = private_opener(str(self.path), os.O_WRONLY | os.O_CREAT)
             try:
@@ -74,6 +79,20 @@ class Reserve:
                 self.path.unlink()
             return False
         return True
+
+    def low(self) -> bool:
+        """Less than LOW_WATER_BYTES free: time to stop writing events."""
+        try:
+            return free_bytes(self.path.parent) < LOW_WATER_BYTES
+        except OSError:
+            return False
+
+    def room_to_resume(self) -> bool:
+        """After the disk was (nearly) full: whether there is room again for events."""
+        try:
+            return free_bytes(self.path.parent) >= RESUME_BYTES
+        except OSError:
+            return False
 
     def release(self) -> bool:
         """Give the reserve's space back to the store. True if there was one to give."""

@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from strobe.store import counts
+from strobe.store import sessions as store_sessions
 from strobe.store.output import OutputAssembler
 from strobe.store.schema import EVENT_COLUMNS, WAL_LIMIT_BYTES, EventKind, connect
-from strobe.store.space import Reserve, is_out_of_space
+from strobe.store.space import LOW_WATER_BYTES, Reserve, is_out_of_space
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,8 @@ OUTPUT_LANE_KINDS = frozenset({int(EventKind.STDOUT), int(EventKind.STDERR), int
                                int(EventKind.VARIABLE_SNAPSHOT)})
 """Kinds with a FIFO of their own per session (the output lane): trace events never evict them."""
 _MAX_ITEMS_PER_TRANSACTION = 50_000
+DELETE_CHUNK = 20_000
+"""Events deleted per transaction when a session is deleted (Writer.delete_session)."""
 _MAX_OUTPUT_BYTES_PER_TRANSACTION = 4 << 20
 MAX_QUEUED_OUTPUT_BYTES = 16 << 20
 """Output waiting for the writer beyond this blocks the thread that reads the program's pipes (Frida's), so a
@@ -331,6 +334,14 @@ class Writer:
         self._queue.put(("call", fn, future))
         return future
 
+    def delete_session(self, session: int) -> Future[int]:
+        """Delete a session and everything it captured, DELETE_CHUNK events per transaction with a checkpoint after
+        each, so the write-ahead log stays small and a full disk can still take it (a single DELETE of a big
+        session logs every page it touches). Resolves to the number of events deleted."""
+        future: Future[int] = Future()
+        self._queue.put(("delete", session, future))
+        return future
+
     def forget_session(self, session: int) -> None:
         """Drop in-memory state for a deleted session (its rows are deleted by a `call`)."""
         self._queue.put(("forget", session))
@@ -383,11 +394,46 @@ class Writer:
             except queue.Empty:
                 pass
             stopping = any(item[0] == "stop" for item in items)
-            if self._transact(conn, items, flush_all=stopping) and items:
-                checkpointer.poke()
+            start = 0
+            for end in [i for i, item in enumerate(items) if item[0] == "delete"] + [len(items)]:
+                segment = items[start:end]
+                if self._transact(conn, segment, flush_all=stopping and end == len(items)) and segment:
+                    checkpointer.poke()
+                if end < len(items):
+                    self._delete_session(conn, items[end][1], items[end][2])
+                start = end + 1
             self._release_room(items)
         checkpointer.close(timeout=10.0)
         conn.close()  # the last connection out checkpoints the rest
+
+    def _delete_session(self, conn: sqlite3.Connection, session: int, future: Future[int]) -> None:
+        deleted = 0
+        try:
+            while True:
+                conn.execute("BEGIN")
+                n = store_sessions.delete_events_chunk(conn, session, DELETE_CHUNK)
+                deleted += n
+                last = n < DELETE_CHUNK
+                if last:
+                    store_sessions.delete_session(conn, session)
+                    counts.forget_session(conn, session)
+                conn.execute("COMMIT")
+                # copied back into the file at once, so the log starts over instead of growing by a chunk each time
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                if last:
+                    break
+        except Exception as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            log.warning("store writer: deleting session %d stopped after %d events: %s", session, deleted, exc)
+            future.set_exception(exc)
+            return
+        for lane in (TRACE_LANE, OUTPUT_LANE):
+            self._fifos.pop((session, lane), None)
+            self._limits.pop((session, lane), None)
+        for key in [k for k in self._assemblers if k[0] == session]:
+            del self._assemblers[key]
+        future.set_result(deleted)
 
     def _release_room(self, items: list[tuple[Any, ...]]) -> None:
         rows = sum(item[1].count if item[0] == "block" else len(item[4]) for item in items
@@ -402,7 +448,17 @@ class Writer:
     def _transact(self, conn: sqlite3.Connection, items: list[tuple[Any, ...]], *, flush_all: bool) -> bool:
         """Write the items in one transaction. If it fails, what they carried is counted as lost, and what
         changes no events (session rows, statuses, deletions, limits) is tried again on its own, after the
-        disk reserve was released if the disk is full. True if the items were written."""
+        disk reserve was released if the disk is full. While the disk stays full, events are not even tried (they
+        would eat the room the reserve left for the rest). True if the items were written."""
+        if not self.out_of_space and self._reserve.low():
+            log.error("store writer: less than %d MiB free beside the store; events are counted as lost until there "
+                      "is room again", LOW_WATER_BYTES >> 20)
+            self.out_of_space = True
+        if self.out_of_space and not self._reserve.room_to_resume():
+            for item in items:
+                self._count_lost(*_item_losses(item))
+            self._write_control(conn, items, flush_all=flush_all)
+            return False
         try:
             self._write(conn, items, flush_all=flush_all)
         except Exception as exc:
@@ -417,17 +473,7 @@ class Writer:
             self.out_of_space = full
             for item in items:
                 self._count_lost(*_item_losses(item))
-            control = [item for item in items if item[0] in ("call", "limit", "forget")
-                       or (item[0] == "out" and not item[4])]  # a stream's end still flushes its partial line
-            if control:
-                try:
-                    self._write(conn, control, flush_all=flush_all)
-                except Exception as again:
-                    if not is_out_of_space(again):
-                        log.exception("store writer: the transaction's calls failed on their own too")
-                    for item in control:
-                        if item[0] == "call" and not item[2].done():
-                            item[2].set_exception(again)
+            self._write_control(conn, items, flush_all=flush_all)
             return False
         if self.out_of_space:
             log.warning("store writer: writes succeed again; the disk has space")
@@ -435,6 +481,21 @@ class Writer:
         if not self._reserve.held:
             self._reserve.ensure()
         return True
+
+    def _write_control(self, conn: sqlite3.Connection, items: list[tuple[Any, ...]], *, flush_all: bool) -> None:
+        """Write what of `items` changes no events: session rows, statuses, deletions, limits, a stream's end."""
+        control = [item for item in items if item[0] in ("call", "limit", "forget")
+                   or (item[0] == "out" and not item[4])]  # a stream's end still flushes its partial line
+        if not control:
+            return
+        try:
+            self._write(conn, control, flush_all=flush_all)
+        except Exception as again:
+            if not is_out_of_space(again):
+                log.exception("store writer: the transaction's calls failed on their own too")
+            for item in control:
+                if item[0] == "call" and not item[2].done():
+                    item[2].set_exception(again)
 
     def _write(self, conn: sqlite3.Connection, items: list[tuple[Any, ...]], *, flush_all: bool) -> None:
         """One transaction. On failure it is rolled back and the in-memory FIFOs are put back as they were."""
