@@ -396,3 +396,20 @@ async def test_staged_patterns_belong_to_the_connection_that_staged_them(
         assert own["pendingPatternsApplied"] == 2
         assert (await first.call("debug_trace", sessionId=own["sessionId"]))["hookedFunctions"] == 2
         await first.call("debug_stop", sessionId=own["sessionId"])
+
+
+async def test_a_hot_trace_never_pushes_the_programs_output_out(
+    strobe: StrobeClient, c_target: Callable[[str], Path], project: Path, control: Control
+) -> None:
+    write_settings(project / ".strobe", {"events.maxPerSession": 1000, "trace.samplePercent": 100,
+                                         "trace.hotCallsPerSecond": 100_000_000})
+    sid = await launch_ready(strobe, c_target("hot"), project, str(control.directory), "100000")
+    await strobe.call("debug_trace", sessionId=sid, add=["hot_add"])
+    (control.directory / "go").touch()
+    await strobe.wait_for_status(sid, "exited", timeout=90)
+    output = await strobe.all_events(sid, eventType="stdout")
+    assert [e["text"] for e in output] == ["ready\n", "hot done 4999950000\n"]  # not evicted by 200k trace events
+    page = await strobe.call("debug_query", sessionId=sid, function={"equals": "hot_add"}, limit=1)
+    assert page["totalCount"] == 1000
+    assert any("oldest events were dropped by the per-session limit" in w for w in page["warnings"])
+    await strobe.call("debug_stop", sessionId=sid)
