@@ -2,10 +2,11 @@
 #   make demo   - set everything up, build the buggy example and drive a real MCP session against it
 #   make test   - set everything up and run the whole test suite
 #   make bench  - the performance benchmark against frida-trace and uftrace (installs them)
+#   make chaos  - the reliability probes of docs/reliability.md in full (make test runs them in a short form)
 VENV := .venv
 STAMP := $(VENV)/.bootstrap-stamp
 
-.PHONY: setup demo test bench lint clean
+.PHONY: setup demo test bench chaos lint clean
 
 $(STAMP): pyproject.toml scripts/bootstrap.sh
 	./scripts/bootstrap.sh
@@ -23,8 +24,11 @@ bench: setup
 	./scripts/bench-deps.sh
 	$(VENV)/bin/python -m bench
 
+chaos: setup
+	$(VENV)/bin/python -m chaos
+
 lint: setup
-	$(VENV)/bin/ruff check src tests examples bench
+	$(VENV)/bin/ruff check src tests examples bench chaos
 	$(VENV)/bin/mypy
 
 clean:

@@ -86,21 +86,33 @@ async def poll(check: Callable[[], Awaitable[T | None]], timeout: float, what: s
 
 
 @asynccontextmanager
+async def client(home: Path) -> AsyncIterator[Strobe]:
+    """An MCP client of `strobe mcp` on `home` (its daemon is started if none runs); the caller owns the home."""
+    env = {"STROBE_HOME": str(home)}
+    async with AsyncExitStack() as stack:
+        read, write = await stack.enter_async_context(
+            stdio_client(StdioServerParameters(command=sys.executable, args=["-m", "strobe", "mcp"], env=env))
+        )
+        session = await stack.enter_async_context(ClientSession(read, write))
+        await session.initialize()
+        yield Strobe(session, home)
+
+
+def shutdown(home: Path) -> None:
+    subprocess.run([sys.executable, "-m", "strobe", "shutdown"], env={**os.environ, "STROBE_HOME": str(home)},
+                   check=False)
+
+
+@asynccontextmanager
 async def strobe(settings: dict[str, Any] | None = None) -> AsyncIterator[Strobe]:
     home = Path(tempfile.mkdtemp(prefix="sb-", dir="/tmp"))
     if settings:
         (home / "settings.json").write_text(json.dumps(settings))
-    env = {"STROBE_HOME": str(home)}
     try:
-        async with AsyncExitStack() as stack:
-            read, write = await stack.enter_async_context(
-                stdio_client(StdioServerParameters(command=sys.executable, args=["-m", "strobe", "mcp"], env=env))
-            )
-            session = await stack.enter_async_context(ClientSession(read, write))
-            await session.initialize()
-            yield Strobe(session, home)
+        async with client(home) as connected:
+            yield connected
     finally:
-        subprocess.run([sys.executable, "-m", "strobe", "shutdown"], env={**os.environ, **env}, check=False)
+        shutdown(home)
         if os.environ.get("STROBE_BENCH_KEEP_LOGS"):
             shutil.copy(home / "daemon.log", Path(os.environ["STROBE_BENCH_KEEP_LOGS"]) / f"{home.name}.log")
         shutil.rmtree(home, ignore_errors=True)
