@@ -204,3 +204,29 @@ async def test_a_request_over_the_size_limit_is_refused_and_the_next_one_works(
         assert "Request too large" in error["message"] and f"{len(line) - 1} bytes" in error["message"]
         assert sessions(proxy, 4) == []
         assert daemon_pid(strobe_home) == daemon and alive(daemon)  # the daemon never saw it
+
+
+async def test_patterns_staged_before_a_daemon_restart_still_apply_to_the_next_launch(
+    strobe_home: Path, tmp_path: Path, c_target: Callable[[str], Path], project: Path
+) -> None:
+    traced = str(c_target("hello"))
+    with raw_proxy(strobe_home, tmp_path) as proxy:
+        proxy.initialize()
+        staged = proxy.call(tool_call(2, "debug_trace", add=["main", "nothing_*"], projectRoot=str(project)))
+        assert "result" in staged and not staged["result"].get("isError"), staged
+        proxy.call(tool_call(3, "debug_trace", remove=["nothing_*"], projectRoot=str(project)))
+        first = daemon_pid(strobe_home)
+        os.kill(first, signal.SIGKILL)
+
+        async def gone() -> bool | None:
+            return True if not alive(first) else None
+
+        await poll(gone, 10, "the daemon to die")
+        assert sessions(proxy, 6) == []  # read-only, so repeated if it went to the dead daemon: now reconnected
+        reply = proxy.call(tool_call(4, "debug_launch", command=traced, projectRoot=str(project)))
+        assert "result" in reply, reply
+        launched = json.loads(reply["result"]["content"][0]["text"])
+        assert daemon_pid(strobe_home) != first
+        assert launched["pendingPatternsApplied"] == 1, launched  # 'main', staged on the daemon that died
+        assert launched["hookedFunctions"] == 1
+        proxy.call(tool_call(5, "debug_stop", sessionId=launched["sessionId"]))

@@ -12,6 +12,10 @@ Anything else — debug_launch, debug_test, debug_stop, debug_delete_session, de
 debug_read, any method not listed — is answered by the proxy with a JSON-RPC error (`DAEMON_RESTARTED`)
 saying the daemon restarted while the call was in flight, that it may or may not have run, and how to check.
 
+Patterns and watches staged with debug_trace without a sessionId live in the daemon, for this connection: the
+proxy keeps each staging call that succeeded and, after the handshake, makes them again on a new daemon (their
+replies swallowed), so the client's next debug_launch still applies them.
+
 A request line longer than `MAX_REQUEST_BYTES` (16 MiB, well under the 64 MiB the daemon's socket reads)
 is never read whole nor sent: the proxy answers it with an invalid-request error (with the request's id when
 the start of the line names it, else null), skips the rest of the line and goes on with the next one.
@@ -39,6 +43,7 @@ from strobe.paths import StrobePaths, private_opener
 CONNECT_DEADLINE_S = 20.0
 RESPAWN_EVERY_S = 1.0
 REPLAY_ID_PREFIX = "strobe-proxy-replay-"
+RESTAGE_TIMEOUT_S = 10.0  # how long a reconnect waits for the new daemon to have staged the patterns again
 
 MAX_REQUEST_BYTES = 16 * 1024 * 1024  # a line longer than this is refused; the daemon reads up to 64 MiB
 ID_SCAN_BYTES = 64 * 1024  # how much of a refused line is looked at for its id
@@ -61,8 +66,8 @@ _CHECK_HINTS = {
     "debug_stop": "Call debug_list_sessions to see the session's status (the restart stopped every live "
                   "session anyway).",
     "debug_delete_session": "Call debug_list_sessions: if the session is still listed, delete it again.",
-    "debug_trace": "The restart stopped every live session and dropped staged patterns; call "
-                   "debug_list_sessions, then debug_trace again where it is still needed.",
+    "debug_trace": "The restart stopped every live session (patterns staged before this call were staged again); "
+                   "call debug_list_sessions, then debug_trace again where it is still needed.",
 }
 _DEFAULT_HINT = "Call debug_list_sessions to see what state the new daemon has before repeating it."
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
@@ -77,6 +82,21 @@ class _Pending:
     name: str  # the tool for tools/call, else the method
     safe: bool  # repeating it cannot have an effect twice
     sent: bool = False  # written whole to the current connection: the daemon may have run it
+    stages: bool = False  # debug_trace without a sessionId: patterns for the next launch, kept by the daemon
+
+
+def _stages(message: dict[str, Any]) -> bool:
+    """A debug_trace call without a sessionId (it stages patterns for this connection's next launch)."""
+    params = message.get("params")
+    if message.get("method") != "tools/call" or not isinstance(params, dict) or params.get("name") != "debug_trace":
+        return False
+    arguments = params.get("arguments")
+    return not isinstance(arguments, dict) or arguments.get("sessionId") is None
+
+
+def _succeeded(reply: dict[str, Any]) -> bool:
+    result = reply.get("result")
+    return isinstance(result, dict) and not result.get("isError")
 
 
 def _classify(message: dict[str, Any]) -> tuple[str, bool]:
@@ -210,6 +230,7 @@ class Proxy:
         self._stdin_closed = False
         self._replays = 0
         self._swallow: set[str] = set()
+        self._staged: list[bytes] = []  # staging calls that succeeded, in order: made again on a new daemon
 
     def run(self) -> int:
         try:
@@ -237,7 +258,7 @@ class Proxy:
                             self._handshake.append(line)
                         if "id" in message and method is not None:
                             name, safe = _classify(message)
-                            pending = _Pending(message["id"], line, name, safe)
+                            pending = _Pending(message["id"], line, name, safe, stages=_stages(message))
                             self._pending[json.dumps(message["id"])] = pending
                 sent = self._send(line)
                 if pending is not None:
@@ -287,9 +308,10 @@ class Proxy:
                 with self._lock:
                     if self._stdin_closed:
                         return 0
-                if not self._reconnect():
+                leftover = self._reconnect()
+                if leftover is None:
                     return 1
-                buffer = b""
+                buffer = leftover
                 continue
             buffer += chunk
             *lines, buffer = buffer.split(b"\n")
@@ -304,7 +326,9 @@ class Proxy:
                 if key in self._swallow:
                     self._swallow.discard(key)
                     return
-                self._pending.pop(key, None)
+                pending = self._pending.pop(key, None)
+                if pending is not None and pending.stages and _succeeded(message):
+                    self._staged.append(pending.line)
         self._write(line)
 
     def _write(self, line: bytes) -> None:
@@ -312,46 +336,84 @@ class Proxy:
             self.stdout.write(line)
             self.stdout.flush()
 
-    def _reconnect(self) -> bool:
+    def _reconnect(self) -> bytes | None:
+        """Connect to a (new) daemon: the handshake again, the staged patterns again (their replies awaited, so a
+        launch sent next finds them staged: the daemon runs the calls of a connection concurrently), then what
+        may be sent again. Returns what was read past those replies; None if no daemon came up."""
         print("strobe: daemon connection lost; reconnecting", file=sys.stderr)
         try:
             sock = connect(self.paths)
         except ConnectionError as exc:
             print(exc, file=sys.stderr)
-            return False
-        with self._send_lock, self._lock:
-            if self._sock is not None:
-                self._sock.close()
-            self._sock = sock
-            resent: set[str] = set()
-            for line in self._handshake:
-                message = _peek(line)
-                if message is not None and message.get("method") == "initialize":
-                    key = json.dumps(message.get("id"))
-                    if key in self._pending:  # the client still waits for this answer: send it as it came
-                        resent.add(key)
-                        self._pending[key].sent = self._send(line)
+            return None
+        with self._send_lock:
+            with self._lock:
+                if self._sock is not None:
+                    self._sock.close()
+                self._sock = sock
+                resent: set[str] = set()
+                for line in self._handshake:
+                    message = _peek(line)
+                    if message is not None and message.get("method") == "initialize":
+                        key = json.dumps(message.get("id"))
+                        if key in self._pending:  # the client still waits for this answer: send it as it came
+                            resent.add(key)
+                            self._pending[key].sent = self._send(line)
+                            continue
+                        _, line = self._as_replay(message)
+                    self._send(line)
+                restaged = [self._as_replay(message) for message in map(_peek, self._staged) if message is not None]
+                for _, line in restaged:
+                    self._send(line)
+            leftover = self._await_replays(sock, [key for key, _ in restaged])
+            with self._lock:
+                for key, pending in list(self._pending.items()):
+                    if key in resent:
                         continue
-                    self._replays += 1
-                    replay_id = f"{REPLAY_ID_PREFIX}{self._replays}"
-                    message["id"] = replay_id
-                    self._swallow.add(json.dumps(replay_id))
-                    line = json.dumps(message).encode() + b"\n"
-                self._send(line)
-            for key, pending in list(self._pending.items()):
-                if key in resent:
-                    continue
-                if pending.sent and not pending.safe:  # the old daemon may have run it: never twice
-                    del self._pending[key]
-                    print(f"strobe: {pending.name} was in flight when the daemon went away; not repeated",
-                          file=sys.stderr)
-                    self._write(restarted_error(pending.request_id, pending.name))
-                else:
-                    pending.sent = self._send(pending.line)
-            if self._stdin_closed:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_WR)
-        return True
+                    if pending.sent and not pending.safe:  # the old daemon may have run it: never twice
+                        del self._pending[key]
+                        print(f"strobe: {pending.name} was in flight when the daemon went away; not repeated",
+                              file=sys.stderr)
+                        self._write(restarted_error(pending.request_id, pending.name))
+                    else:
+                        pending.sent = self._send(pending.line)
+                if self._stdin_closed:
+                    with contextlib.suppress(OSError):
+                        sock.shutdown(socket.SHUT_WR)
+        return leftover
+
+    def _as_replay(self, message: dict[str, Any]) -> tuple[str, bytes]:
+        """The request under an id of the proxy's own, whose reply is swallowed: (that id's key, the line). Call with
+        _lock held."""
+        self._replays += 1
+        message["id"] = f"{REPLAY_ID_PREFIX}{self._replays}"
+        key = json.dumps(message["id"])
+        self._swallow.add(key)
+        return key, json.dumps(message).encode() + b"\n"
+
+    def _await_replays(self, sock: socket.socket, keys: list[str]) -> bytes:
+        """Read (and deliver) what the daemon sends until it has answered the replays `keys`, for at most
+        RESTAGE_TIMEOUT_S; returns the bytes read past the last whole line."""
+        buffer = b""
+        deadline = time.monotonic() + RESTAGE_TIMEOUT_S
+        while True:
+            with self._lock:
+                if not any(key in self._swallow for key in keys):
+                    return buffer
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return buffer
+            readable, _, _ = select.select([sock], [], [], left)
+            try:
+                chunk = sock.recv(1 << 16) if readable else b""
+            except OSError:
+                chunk = b""
+            if not chunk:  # gone again (the socket pump sees it too), or too slow
+                return buffer
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                self._deliver(line + b"\n")
 
 
 def run_proxy(paths: StrobePaths) -> int:
