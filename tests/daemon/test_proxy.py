@@ -4,9 +4,17 @@ from the start of a line too large to parse."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+
+import pytest
 
 from strobe.daemon import server, transport
-from strobe.daemon.proxy import MAX_REQUEST_BYTES, _classify, leading_id
+from strobe.daemon.proxy import MAX_REQUEST_BYTES, _classify, connect, leading_id
+from strobe.paths import StrobePaths
 
 
 def test_the_request_limit_is_under_what_the_daemon_reads() -> None:
@@ -42,3 +50,32 @@ def test_leading_id() -> None:
     assert leading_id(b'{"id": true}') is None
     assert leading_id(b'{"id": "' + b"z" * 300 + b'"}') is None  # a huge id is not echoed
     assert leading_id(b"[1, 2]") is None and leading_id(b"\xff\xfe") is None and leading_id(b"") is None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="serving a socket as another user needs root")
+def test_the_proxy_talks_only_to_a_daemon_of_its_own_user(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    paths = StrobePaths(home)
+    ready_r, ready_w = os.pipe()
+    child = os.fork()
+    if child == 0:  # a process of another user listening on the daemon's socket path
+        try:
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            listener.bind(str(paths.socket))
+            os.setgid(65534)
+            os.setuid(65534)
+            listener.listen(1)  # the credentials a client sees are the listener's at listen()
+            os.write(ready_w, b"x")
+            listener.accept()
+            time.sleep(30)
+        finally:
+            os._exit(0)
+    try:
+        os.close(ready_w)
+        assert os.read(ready_r, 1) == b"x"
+        with pytest.raises(ConnectionError, match="served by a process of user 65534, not by your daemon"):
+            connect(paths, deadline_s=5)
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)

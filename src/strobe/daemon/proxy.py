@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from strobe.daemon.server import DaemonLock, is_daemon, read_pid_file
+from strobe.daemon.server import DaemonLock, is_daemon, peer_credentials, read_pid_file
 from strobe.paths import StrobePaths, private_opener
 
 CONNECT_DEADLINE_S = 20.0
@@ -173,10 +173,17 @@ def connect(paths: StrobePaths, deadline_s: float = CONNECT_DEADLINE_S) -> socke
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.connect(str(paths.socket))
-            return sock
         except OSError as exc:
             sock.close()
             last_error = exc
+        else:
+            _, uid, _ = peer_credentials(sock)
+            if uid == os.getuid():
+                return sock
+            sock.close()
+            raise ConnectionError(
+                f"strobe: {paths.socket} is served by a process of user {uid}, not by your daemon; nothing was sent "
+                f"to it. Remove the socket (and find out who made it), or use another STROBE_HOME.")
         now = time.monotonic()
         if now >= next_spawn and not DaemonLock(paths).held_elsewhere():
             start_daemon(paths)
