@@ -4,15 +4,23 @@ output drains, its last trace batches are stored) and finishes with the launched
 
 A process's end is recorded when it ends, except the launched process's when it is the last: the session's end
 records it, once the output has drained, so a session never reads as ended before all its output is stored.
+
+A process whose agent reported no exit code (it ended through an inline exit_group system call, or was killed)
+gets it from the kernel's process connector (daemon/exits.py) when that says it exited; otherwise its code stays
+unknown, never guessed. One the kernel says a crash signal killed (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) is
+crashed with that signal even when its crash report is not stored yet (a daemon that was stopped gets the report
+after the end) or never came.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import time
 from typing import Any
 
+from strobe.daemon.exits import ExitStatuses
 from strobe.daemon.live import LiveSession
 from strobe.daemon.registry import LiveSessions
 from strobe.daemon.services import Services
@@ -23,6 +31,9 @@ log = logging.getLogger(__name__)
 
 STREAM_DRAIN_TIMEOUT_S = 5.0
 STOP_TIMEOUT_S = 5.0
+KERNEL_STATUS_TIMEOUT_S = 1.0  # the kernel's exit event comes within microseconds of Frida's detach
+CRASH_SIGNALS = {int(sig): sig.name
+                 for sig in (signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGABRT)}
 
 
 def now_ms() -> int:
@@ -30,8 +41,9 @@ def now_ms() -> int:
 
 
 class Lifecycle:
-    def __init__(self, services: Services, sessions: LiveSessions) -> None:
+    def __init__(self, services: Services, sessions: LiveSessions, exits: ExitStatuses | None = None) -> None:
         self._services, self._sessions = services, sessions
+        self._exits = exits if exits is not None else ExitStatuses.shared()
 
     async def process_gone(self, live: LiveSession, handle: Any, reason: str) -> None:
         """Frida let go of one process of the session (an exec() is not an end: its new image comes as a child)."""
@@ -41,6 +53,8 @@ class Lifecycle:
         if process is None or process.handle is not handle or process.ended:
             return
         process.ended = True
+        if process.exit_code is None and not live.stopping:
+            await self._exit_code_from_kernel(live, process.pid)
         last = not live.live_processes()
         if not (process.is_root and last):
             await self._services.ingest.barrier()
@@ -57,6 +71,20 @@ class Lifecycle:
         if last and not live.settling:
             live.settling = True
             await self._settle(live, reason)
+
+    async def _exit_code_from_kernel(self, live: LiveSession, pid: int) -> None:
+        status = await asyncio.to_thread(self._exits.wait, pid, KERNEL_STATUS_TIMEOUT_S)
+        process = live.processes.get(pid)
+        if status is None or process is None or process.exit_code is not None:
+            return
+        if status.exited:
+            process.exit_code = status.code
+            log.info("session %s: pid %d exited with %d (from the kernel; its agent reported none)", live.record.id,
+                     pid, status.code)
+            return
+        log.info("session %s: pid %d was killed by signal %d (from the kernel)", live.record.id, pid, status.signal)
+        if process.crash_signal is None and status.signal in CRASH_SIGNALS:
+            process.crash_signal = CRASH_SIGNALS[status.signal]
 
     async def _settle(self, live: LiveSession, reason: str) -> None:
         """Every process is gone: let the last output drain, then record how the session ended."""
