@@ -4,10 +4,13 @@ a program whose daemon is stopped never waiting for it beyond a bounded time in 
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import struct
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -99,6 +102,63 @@ async def test_an_inline_exit_group_gets_its_code_from_the_kernel(
         pytest.skip("the kernel's process connector does not serve this user here")
     _, listed = await run_to_end(strobe, exits_binary, project, control, "inline")
     assert listed["exitCode"] == 4
+
+
+# ---- a stopped daemon ----------------------------------------------------------------------------------------
+
+BOUND_S = 2.0  # the agent's longest wait for the daemon in exit() or a crash
+SLACK_S = 1.5  # this machine's scheduling on top of it (2 cores, a test suite running)
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie (the daemon, stopped, cannot reap it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def wait_gone(pid: int, timeout: float) -> float | None:
+    """Seconds until `pid` ended, or None if it still runs after `timeout`."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if not alive(pid):
+            return time.monotonic() - start
+        time.sleep(0.01)
+    return None
+
+
+@contextlib.contextmanager
+def stopped(pid: int) -> Iterator[None]:
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def daemon_pid(home: Path) -> int:
+    return int((home / "strobe.pid").read_text().split()[0])
+
+
+@pytest.mark.parametrize(("mode", "status"), [("exit", "exited"), ("null", "crashed")])
+async def test_a_stopped_daemon_holds_exit_and_crashes_for_a_bounded_time(
+    strobe: StrobeClient, strobe_home: Path, exits_binary: Path, project: Path, control: Control,
+    mode: str, status: str,
+) -> None:
+    sid = await launch_ready(strobe, exits_binary, project, mode, str(control.directory))
+    await strobe.call("debug_trace", sessionId=sid, add=["step"])
+    pid = next(s["pid"] for s in (await strobe.call("debug_list_sessions"))["sessions"] if s["sessionId"] == sid)
+    with stopped(daemon_pid(strobe_home)):
+        (control.directory / "go").touch()
+        took = wait_gone(pid, BOUND_S + SLACK_S + 5)
+    assert took is not None, f"pid {pid} still waits for the stopped daemon"
+    assert took < BOUND_S + SLACK_S, f"pid {pid} took {took:.2f}s to end with the daemon stopped"
+    # What it sent before it gave up waiting is stored once the daemon runs again.
+    listed = await strobe.wait_for_status(sid, status, timeout=30)
+    assert listed["exitCode"] == (5 if mode == "exit" else None)
+    assert await steps(strobe, sid) == ALL_STEPS
 
 
 # ---- the kernel's account (daemon/exits.py) ------------------------------------------------------------------

@@ -1,11 +1,12 @@
 // Crash capture: a fatal signal on any thread (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) is reported before
 // the process goes on to die. The trace ring is flushed first (so the calls leading up to the crash are stored),
 // then one `crash` message goes out with the registers, the backtrace (addresses with their modules: the host
-// symbolizes) and the stack memory around the frame pointer, and the crashing thread blocks until the host
-// says it has stored it. The handler then declines the exception, so the target's own handler or the default
-// action runs exactly as it would without Strobe.
+// symbolizes) and the stack memory around the frame pointer, and the crashing thread waits (ACK_WAIT_MS at most)
+// until the host says it has stored it. The handler then declines the exception, so the target's own handler or
+// the default action runs exactly as it would without Strobe.
 
-import { CrashAck, CrashFrame, CrashReport, emit } from "./protocol.js";
+import { awaitAck, listenForAcks } from "./exit.js";
+import { CrashFrame, CrashReport, emit } from "./protocol.js";
 import { unheard } from "./forks.js";
 import { monotonicNow } from "./memory.js";
 
@@ -150,11 +151,14 @@ function report(details: ExceptionDetails, flush: () => void): void {
     message.memory = { operation: details.memory.operation, address: details.memory.address.toString() };
   }
   emit(message, stack);
-  recv("crash_ack", (_ack: CrashAck) => {}).wait();
+  if (!awaitAck("crash_ack")) {
+    emit({ type: "log", level: "warning", message: `crash report: no acknowledgement within the bound; going on` });
+  }
 }
 
 // `flush` sends every trace record made so far; it runs before the report.
 export function installCrashHandler(flush: () => void): void {
+  listenForAcks("crash_ack");
   Process.setExceptionHandler((details) => {
     if (!(details.type in SIGNALS) || reporting || unheard()) {
       return false;
