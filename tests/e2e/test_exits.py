@@ -92,6 +92,15 @@ async def steps(strobe: StrobeClient, sid: str) -> list[tuple[str, str]]:
 ALL_STEPS = [("function_enter", "step"), ("function_exit", "step")] * 3
 
 
+@pytest.mark.parametrize(("mode", "code"), [("syscall", 3), ("exit", 5), ("atexit", 7)])
+async def test_the_exit_code_and_the_calls_before_it(
+    strobe: StrobeClient, exits_binary: Path, project: Path, control: Control, mode: str, code: int
+) -> None:
+    sid, listed = await run_to_end(strobe, exits_binary, project, control, mode)
+    assert listed["exitCode"] == code
+    assert await steps(strobe, sid) == ALL_STEPS
+
+
 async def test_an_inline_exit_group_gets_its_code_from_the_kernel(
     strobe: StrobeClient, exits_binary: Path, project: Path, control: Control
 ) -> None:
@@ -159,6 +168,44 @@ async def test_a_stopped_daemon_holds_exit_and_crashes_for_a_bounded_time(
     listed = await strobe.wait_for_status(sid, status, timeout=30)
     assert listed["exitCode"] == (5 if mode == "exit" else None)
     assert await steps(strobe, sid) == ALL_STEPS
+
+
+ASAN_C = r"""
+#include <stdlib.h>
+__attribute__((noinline)) int step(int n) { return n * 2; }
+int main(void) {
+    for (int i = 1; i <= 3; i++) step(i);
+    char *buffer = malloc(8);
+    buffer[8] = 1; /* heap-buffer-overflow: ASAN reports, then ends through internal__exit(1), an inline syscall */
+    free(buffer);
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="session")
+def asan_binary(build_dir: Path) -> Path:
+    source, out = build_dir / "asan_exit.c", build_dir / "asan_exit"
+    if not out.exists():
+        source.write_text(ASAN_C)
+        built = subprocess.run(["gcc", "-g", "-O0", "-fsanitize=address", "-o", str(out), str(source)],
+                               capture_output=True, text=True)
+        if built.returncode != 0:
+            pytest.skip(f"no AddressSanitizer here: {built.stderr[-300:]}")
+    return out
+
+
+async def test_an_asan_report_keeps_its_exit_code_and_the_calls_before_it(
+    strobe: StrobeClient, asan_binary: Path, project: Path
+) -> None:
+    """ASAN ends through __sanitizer::internal__exit (an inline exit_group): hooked where the runtime is found."""
+    await strobe.call("debug_trace", add=["step"], projectRoot=str(project))
+    sid = (await strobe.call("debug_launch", command=str(asan_binary), projectRoot=str(project)))["sessionId"]
+    listed = await strobe.wait_for_status(sid, "exited", timeout=30)
+    assert listed["exitCode"] == 1
+    assert await steps(strobe, sid) == ALL_STEPS
+    stderr = "".join(e["text"] for e in await strobe.all_events(sid, eventType="stderr"))
+    assert "ERROR: AddressSanitizer: heap-buffer-overflow" in stderr
 
 
 # ---- the kernel's account (daemon/exits.py) ------------------------------------------------------------------

@@ -1,6 +1,13 @@
-// Reports the process's exit code. Frida reaps the child itself, so the host cannot waitpid() for it:
-// the agent catches exit()/_exit() and waits a bounded time for the host's acknowledgement, so the message is out
-// before the process is gone.
+// Reports the process's exit code. Frida reaps the child itself, so the host cannot waitpid() for it: the agent
+// catches the ways a program ends and reports the code, after the trace records made so far, waiting a bounded
+// time for the host's acknowledgement so the message is out before the process is gone.
+//
+// The ways caught: exit(), _exit(), _Exit(); libc's syscall() wrapper asked for exit_group (a CModule filter, so
+// the program's other syscall() calls run no JavaScript); the sanitizers' internal__exit (ASAN, TSan, UBSan end
+// through it with an inline `syscall` instruction once they have reported). A code reported again differently
+// (an atexit handler or LeakSanitizer calling _exit() with another code after exit()) replaces the first.
+// An inline `syscall` instruction anywhere else cannot be hooked: the host learns that code from the kernel
+// (daemon/exits.py), and records made since the last drain are lost with the process.
 
 import { unheard } from "./forks.js";
 import { CrashAck, emit, ExitAck } from "./protocol.js";
@@ -40,15 +47,15 @@ export function awaitAck(type: ExitAck["type"] | CrashAck["type"]): boolean {
   return true;
 }
 
-let reported = false;
+let reported: number | null = null;
 
 let beforeExit: () => void = () => {};
 
 function report(code: number): void {
-  if (reported || unheard()) {
-    return;
+  if (reported === code || unheard()) {
+    return; // exit() reaching _exit() with the same code is one end
   }
-  reported = true;
+  reported = code;
   beforeExit();
   emit({ type: "process_exit", code });
   if (!awaitAck("exit_ack")) {
@@ -56,7 +63,51 @@ function report(code: number): void {
   }
 }
 
-// `flush` runs first, so events recorded up to exit() reach the host before the exit code does.
+const EXIT_GROUP: Partial<Record<Architecture, number>> = { x64: 231, arm64: 94 };
+
+// The filter on libc's syscall(): only exit_group calls back into JavaScript.
+const SYSCALL_FILTER = `
+#include <gum/guminterceptor.h>
+
+extern void on_exit_group (int code);
+
+void
+onEnter (GumInvocationContext * ic)
+{
+  if ((glong) gum_invocation_context_get_nth_argument (ic, 0) == EXIT_GROUP)
+    on_exit_group ((int) (gsize) gum_invocation_context_get_nth_argument (ic, 1));
+}
+`;
+
+const keptAlive: unknown[] = []; // the filter's CModule and callback live as long as its hook
+
+function hookSyscallWrapper(): void {
+  const address = Module.findGlobalExportByName("syscall");
+  const number = EXIT_GROUP[Process.arch];
+  if (address === null || number === undefined) {
+    return;
+  }
+  const callback = new NativeCallback((code: number) => report(code & 0xff), "void", ["int"]);
+  const module = new CModule(`#define EXIT_GROUP ${number}\n${SYSCALL_FILTER}`, { on_exit_group: callback });
+  Interceptor.attach(address, module as unknown as ScriptInvocationListenerCallbacks);
+  keptAlive.push(module, callback);
+}
+
+const SANITIZER_EXIT = "_ZN11__sanitizer14internal__exitEi"; // __sanitizer::internal__exit(int), a local symbol
+
+function hookSanitizerExits(): void {
+  for (const module of Process.enumerateModules()) {
+    if (module.findExportByName("__sanitizer_set_death_callback") === null) {
+      continue; // no sanitizer runtime in it
+    }
+    const address = module.findSymbolByName(SANITIZER_EXIT);
+    if (address !== null) {
+      Interceptor.attach(address, { onEnter(args) { report(args[0].toInt32() & 0xff); } });
+    }
+  }
+}
+
+// `flush` runs first, so events recorded up to the exit reach the host before the exit code does.
 export function installExitHooks(flush: () => void): void {
   beforeExit = flush;
   listenForAcks("exit_ack");
@@ -73,6 +124,14 @@ export function installExitHooks(flush: () => void): void {
       });
     } catch (e) {
       emit({ type: "log", level: "warning", message: `cannot hook ${name}: ${e}` });
+    }
+  }
+  const more = [["syscall()", hookSyscallWrapper], ["the sanitizers' exit", hookSanitizerExits]] as const;
+  for (const [what, hook] of more) {
+    try {
+      hook();
+    } catch (e) {
+      emit({ type: "log", level: "warning", message: `cannot hook ${what}: ${e}` });
     }
   }
 }
