@@ -3,7 +3,9 @@ stack memory, the crashing thread's last calls) before the process dies as it wo
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Control, StrobeClient
+from tests.conftest import Control, StrobeClient, poll
 from tests.e2e.test_trace import launch_ready
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
@@ -117,3 +119,126 @@ async def test_a_handler_that_re_raises_the_signal_is_one_crash(strobe: StrobeCl
     assert crashes[0]["text"].startswith("SIGSEGV (read of 0x0)")
     stderr = "".join(e["text"] for e in await strobe.all_events(launched["sessionId"], eventType="stderr"))
     assert "Fatal Python error: Segmentation fault" in stderr  # the program's own handler still ran
+
+
+# ---- what caused the signal: the kernel's siginfo, not a guess from Frida's fault address ----------------------
+
+SIGNALS_C = r"""
+/* Usage: signals MODE CONTROL_DIR. Prints "ready", waits for CONTROL_DIR/go, calls prepare(1), then by MODE:
+ *   raise     raise(SIGSEGV)                    kill-bus  kill(getpid(), SIGBUS)
+ *   wait      prints "waiting" and sleeps until a signal from outside ends it
+ *   readonly  writes to a read-only page, whose address it prints first ("page 0x...")
+ *   bus       reads a file mapping past the file's end (a real SIGBUS), address printed first
+ */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+__attribute__((noinline)) int prepare(int step) { return step * 2; }
+
+int main(int argc, char **argv) {
+    const char *mode = argv[1];
+    char go[4096];
+    struct stat st;
+    snprintf(go, sizeof go, "%s/go", argv[2]);
+    printf("ready\n");
+    fflush(stdout);
+    while (stat(go, &st) != 0) usleep(2000);
+    prepare(1);
+    if (strcmp(mode, "raise") == 0) {
+        raise(SIGSEGV);
+    } else if (strcmp(mode, "kill-bus") == 0) {
+        kill(getpid(), SIGBUS);
+    } else if (strcmp(mode, "wait") == 0) {
+        printf("waiting\n");
+        fflush(stdout);
+        for (;;) pause();
+    } else if (strcmp(mode, "readonly") == 0) {
+        char *page = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        printf("page %p\n", (void *)(page + 8));
+        fflush(stdout);
+        page[8] = 1;
+    } else if (strcmp(mode, "bus") == 0) {
+        FILE *empty = tmpfile();
+        volatile char *mapped = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fileno(empty), 0);
+        printf("page %p\n", (void *)(mapped + 16));
+        fflush(stdout);
+        printf("%d\n", mapped[16]);
+    }
+    printf("not crashed\n");
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="session")
+def signals_binary(build_dir: Path) -> Path:
+    source, out = build_dir / "signals.c", build_dir / "signals"
+    if not out.exists():
+        source.write_text(SIGNALS_C)
+        subprocess.run(["gcc", "-g", "-O0", "-o", str(out), str(source)], check=True)
+    return out
+
+
+async def printed(strobe: StrobeClient, sid: str, prefix: str) -> str:
+    async def line() -> str | None:
+        found = [e["text"] for e in await strobe.all_events(sid, eventType="stdout") if e["text"].startswith(prefix)]
+        return found[0] if found else None
+
+    return await poll(line, 30, f"{prefix!r} from {sid}")
+
+
+async def test_a_signal_sent_from_outside_names_its_sender(
+    strobe: StrobeClient, signals_binary: Path, project: Path, control: Control
+) -> None:
+    sid = await launch_ready(strobe, signals_binary, project, "wait", str(control.directory))
+    (control.directory / "go").touch()
+    await printed(strobe, sid, "waiting")
+    pid = next(s["pid"] for s in (await strobe.call("debug_list_sessions"))["sessions"] if s["sessionId"] == sid)
+    sender = subprocess.Popen(["/bin/kill", "-SEGV", str(pid)])
+    assert sender.wait(timeout=30) == 0
+    listed = await strobe.wait_for_status(sid, "crashed", timeout=30)
+    assert listed["signal"] == "SIGSEGV"
+    crashes = await strobe.all_events(sid, eventType="crash")
+    assert len(crashes) == 1, crashes
+    crash = crashes[0]
+    assert crash["cause"] == "sent" and crash["signalCode"] == "SI_USER"
+    assert crash["sender"]["pid"] == sender.pid and crash["sender"]["uid"] == os.getuid()
+    assert crash["sender"]["self"] is False
+    assert "access" not in crash and "faultAddress" not in crash
+    assert f"[{sender.pid}])" in crash["text"] or f"pid {sender.pid})" in crash["text"]
+    assert crash["text"].startswith("SIGSEGV (sent by ") and " of 0x" not in crash["text"]
+    assert not any(name.startswith("si_") for name in crash["registers"])
+
+
+@pytest.mark.parametrize(("mode", "signal_name", "code"), [("raise", "SIGSEGV", "SI_TKILL"),
+                                                            ("kill-bus", "SIGBUS", "SI_USER")])
+async def test_a_signal_the_program_sends_itself_names_the_program(
+    strobe: StrobeClient, signals_binary: Path, project: Path, control: Control, mode: str, signal_name: str,
+    code: str,
+) -> None:
+    _, listed, crash = await crash_run(strobe, signals_binary, project, control, mode, trace=("prepare",))
+    assert listed["signal"] == crash["signal"] == signal_name  # kill(getpid(), SIGBUS) is a SIGBUS
+    assert crash["cause"] == "sent" and crash["signalCode"] == code
+    assert crash["sender"] == {"pid": listed["pid"], "uid": os.getuid(), "self": True}
+    assert "access" not in crash and "faultAddress" not in crash
+    assert crash["text"].startswith(f"{signal_name} (raised by the program itself)")
+
+
+@pytest.mark.parametrize(("mode", "signal_name", "access", "code"), [
+    ("readonly", "SIGSEGV", "write", "SEGV_ACCERR"), ("bus", "SIGBUS", "read", "BUS_ADRERR")])
+async def test_a_real_fault_still_names_its_address(
+    strobe: StrobeClient, signals_binary: Path, project: Path, control: Control, mode: str, signal_name: str,
+    access: str, code: str,
+) -> None:
+    sid, listed, crash = await crash_run(strobe, signals_binary, project, control, mode, trace=("prepare",))
+    address = (await printed(strobe, sid, "page ")).split()[1]
+    assert listed["signal"] == crash["signal"] == signal_name
+    assert crash["cause"] == "fault" and crash["signalCode"] == code and "sender" not in crash
+    assert (crash["access"], int(crash["faultAddress"], 16)) == (access, int(address, 16))
+    assert crash["text"].startswith(f"{signal_name} ({access} of {crash['faultAddress']}) in main at signals.c:")

@@ -4,6 +4,11 @@
 // symbolizes) and the stack memory around the frame pointer, and the crashing thread waits (ACK_WAIT_MS at most)
 // until the host says it has stored it. The handler then declines the exception, so the target's own handler or
 // the default action runs exactly as it would without Strobe.
+//
+// What caused the signal comes from the kernel's siginfo, not from Frida's reading of it: Frida fills
+// `details.memory.address` from si_addr whatever the signal, and for a signal sent by kill(), raise() or
+// sigqueue() that slot holds the sender's pid and uid. The report says a memory access only for a fault the
+// kernel raised (si_code > 0), and who sent a signal that was sent.
 
 import { awaitAck, listenForAcks } from "./exit.js";
 import { CrashFrame, CrashReport, emit } from "./protocol.js";
@@ -18,6 +23,18 @@ const SIGNALS: Record<string, string> = {
   "illegal-instruction": "SIGILL",
   arithmetic: "SIGFPE",
 };
+// The signals each of Frida's exception types stands for (an access violation is a SIGSEGV or a SIGBUS).
+const SIGNAL_NUMBERS: Record<string, number[]> = {
+  "access-violation": [11, 7],
+  "guard-page": [11, 7],
+  "stack-overflow": [11],
+  abort: [6],
+  "illegal-instruction": [4],
+  arithmetic: [8],
+  breakpoint: [5], // SIGTRAP and SIGSYS are not reported, but go through Frida's handler too (see redeliver)
+  system: [31],
+};
+const SIGNAL_NAMES: Record<number, string> = { 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 11: "SIGSEGV" };
 const BELOW_FP = 512; // bytes of stack dumped below the frame pointer (locals) ...
 const ABOVE_FP = 128; // ... and above it (saved registers, return address, caller's outgoing arguments)
 const MAX_FRAMES = 64;
@@ -30,18 +47,56 @@ let reporting = false;
 let lastReport: { tid: number; at: number } | null = null;
 const RERAISE_MS = 2000;
 
-// The signal: SIGBUS is an access violation at an address that is mapped and allows the access (a file
-// mapping past the file's end, a misaligned access the CPU refuses), which Frida reports like a SIGSEGV.
-function signalOf(details: ExceptionDetails): string {
-  const signal = SIGNALS[details.type] ?? details.type;
-  if (details.type === "access-violation" && details.memory !== undefined) {
-    const range = Process.findRangeByAddress(details.memory.address);
-    const need = details.memory.operation === "write" ? "w" : details.memory.operation === "execute" ? "x" : "r";
-    if (range !== null && range.protection.includes(need)) {
-      return "SIGBUS";
-    }
+// The kernel's siginfo of the signal being handled (Linux x86_64). Frida's `nativeContext` is the ucontext the
+// kernel put in the signal frame, and the frame (struct rt_sigframe) has the siginfo right after it: the kernel's
+// ucontext is 304 bytes (flags, link, stack, the 256-byte sigcontext, an 8-byte mask). It is trusted only if the
+// frame's saved pc is the context's and si_signo is a signal Frida's exception type can stand for; otherwise the
+// cause is reported unknown.
+interface SignalInfo {
+  signo: number;
+  code: number; // si_code: > 0 raised by the kernel for a fault (SEGV_MAPERR...), <= 0 sent (SI_USER, SI_TKILL...)
+  pid: number; // the sender's, for SI_USER, SI_QUEUE and SI_TKILL
+  uid: number;
+}
+const UCONTEXT_SIZE = 304;
+const UCONTEXT_RIP = 168; // uc_mcontext (at 40) .rip (the 17th of its registers)
+const SI_QUEUE = -1;
+const SI_TKILL = -6;
+const SI_USER = 0;
+
+function signalInfo(details: ExceptionDetails): SignalInfo | null {
+  if (Process.platform !== "linux" || Process.arch !== "x64") {
+    return null;
   }
-  return signal;
+  try {
+    const frame = details.nativeContext;
+    if (!frame.add(UCONTEXT_RIP).readPointer().equals(details.context.pc)) {
+      return null;
+    }
+    const info = frame.add(UCONTEXT_SIZE);
+    const signo = info.readS32();
+    if (!(SIGNAL_NUMBERS[details.type] ?? []).includes(signo)) {
+      return null;
+    }
+    return { signo, code: info.add(8).readS32(), pid: info.add(16).readS32(), uid: info.add(20).readU32() };
+  } catch {
+    return null;
+  }
+}
+
+// The protocol's crash report has no field for the siginfo yet: it travels as pseudo-registers that the host
+// (daemon/crashes.py) takes out of the registers: `si_code` (decimal, or "unknown" when the siginfo could not be
+// verified), with a known code `si_signo`, and for a sent signal `si_pid` and `si_uid`.
+function siginfoRegisters(info: SignalInfo | null): Record<string, string> {
+  if (info === null) {
+    return { si_code: "unknown" };
+  }
+  const out: Record<string, string> = { si_signo: String(info.signo), si_code: String(info.code) };
+  if (info.code === SI_USER || info.code === SI_QUEUE || info.code === SI_TKILL) {
+    out.si_pid = String(info.pid);
+    out.si_uid = String(info.uid);
+  }
+  return out;
 }
 
 // The pc, then the unwinder's frames. Where the unwinder gives up before reaching the program's own code
@@ -121,7 +176,39 @@ function stackDump(fp: NativePointer): [string, ArrayBuffer | null] {
   return [fp.toString(), null];
 }
 
-function report(details: ExceptionDetails, flush: () => void): void {
+// Frida's signal handler, when the program's disposition of a signal nobody handled is the default, puts the
+// default back and returns, counting on the faulting instruction to fault again. A sent signal (kill(), raise(),
+// abort()) is not sent again: the program would go on as if it were ignored (measured: raise(SIGSEGV) returned
+// under Frida, with or without a script). So a sent signal whose disposition is the default is sent again, blocked
+// until the handler returns: it then meets the default action, as it would have without Strobe. The program's
+// disposition is what sigaction() says (Frida answers with the program's own, not its handler).
+const SIG_BLOCK = 0;
+const SIGACTION_SIZE = 152; // glibc's struct sigaction on x86_64: handler, 128-byte mask, flags, restorer
+const SIGSET_SIZE = 128;
+
+class Redelivery {
+  private readonly sigaction = new NativeFunction(Module.getGlobalExportByName("sigaction"), "int",
+                                                  ["int", "pointer", "pointer"]);
+  private readonly sigmask = new NativeFunction(Module.getGlobalExportByName("pthread_sigmask"), "int",
+                                                ["int", "pointer", "pointer"]);
+  private readonly raise = new NativeFunction(Module.getGlobalExportByName("raise"), "int", ["int"]);
+  private readonly action = Memory.alloc(SIGACTION_SIZE);
+  private readonly set = Memory.alloc(SIGSET_SIZE);
+
+  // After a sent signal was reported (or not): make sure the default action still happens.
+  redeliver(signo: number): void {
+    if (this.sigaction(signo, NULL, this.action) !== 0 || !this.action.readPointer().isNull()) {
+      return; // the program's handler (Frida calls it) or SIG_IGN: as without Strobe
+    }
+    this.set.writeByteArray(new Array(SIGSET_SIZE).fill(0));
+    const bit = signo - 1;
+    this.set.add(bit >> 3).writeU8(1 << (bit & 7));
+    this.sigmask(SIG_BLOCK, this.set, NULL); // the thread's mask before the signal comes back on return
+    this.raise(signo);
+  }
+}
+
+function report(details: ExceptionDetails, info: SignalInfo | null, flush: () => void): void {
   try {
     flush();
   } catch (e) {
@@ -138,16 +225,17 @@ function report(details: ExceptionDetails, flush: () => void): void {
     type: "crash",
     tid: Process.getCurrentThreadId(),
     kind: details.type,
-    signal: signalOf(details),
+    signal: info !== null ? SIGNAL_NAMES[info.signo] : SIGNALS[details.type],
     address: details.address.toString(),
-    registers,
+    registers: { ...registers, ...siginfoRegisters(info) },
     frames: frames(context),
     stackBase,
     stackSize: stack === null ? 0 : stack.byteLength,
     sec,
     nsec,
   };
-  if (details.memory !== undefined) {
+  // A memory access only for a fault the kernel raised with an address (SI_KERNEL, 0x80, has none).
+  if (details.memory !== undefined && info !== null && info.code > 0 && info.code !== 0x80) {
     message.memory = { operation: details.memory.operation, address: details.memory.address.toString() };
   }
   emit(message, stack);
@@ -159,23 +247,44 @@ function report(details: ExceptionDetails, flush: () => void): void {
 // `flush` sends every trace record made so far; it runs before the report.
 export function installCrashHandler(flush: () => void): void {
   listenForAcks("crash_ack");
+  let redelivery: Redelivery | null = null;
+  try {
+    redelivery = new Redelivery();
+  } catch (e) {
+    emit({ type: "log", level: "warning", message: `a sent signal may not meet its default action: ${e}` });
+  }
   Process.setExceptionHandler((details) => {
-    if (!(details.type in SIGNALS) || reporting || unheard()) {
-      return false;
-    }
-    const tid = Process.getCurrentThreadId();
-    if (lastReport !== null && lastReport.tid === tid && Date.now() - lastReport.at < RERAISE_MS) {
-      return false; // the same death, re-raised by the program's handler after the report
-    }
-    reporting = true; // one report at a time: a second crash while one is reported goes unreported
+    const info = signalInfo(details);
     try {
-      report(details, flush);
-    } catch (e) {
-      emit({ type: "log", level: "error", message: `crash report failed: ${e}` });
+      maybeReport(details, info, flush);
     } finally {
-      reporting = false;
-      lastReport = { tid, at: Date.now() };
+      if (info !== null && info.code <= 0 && redelivery !== null) {
+        try {
+          redelivery.redeliver(info.signo);
+        } catch (e) {
+          emit({ type: "log", level: "error", message: `cannot send signal ${info.signo} again: ${e}` });
+        }
+      }
     }
     return false; // not handled: the target's handler or the default action runs
   });
+}
+
+function maybeReport(details: ExceptionDetails, info: SignalInfo | null, flush: () => void): void {
+  if (!(details.type in SIGNALS) || reporting || unheard()) {
+    return;
+  }
+  const tid = Process.getCurrentThreadId();
+  if (lastReport !== null && lastReport.tid === tid && Date.now() - lastReport.at < RERAISE_MS) {
+    return; // the same death, re-raised by the program's handler after the report
+  }
+  reporting = true; // one report at a time: a second crash while one is reported goes unreported
+  try {
+    report(details, info, flush);
+  } catch (e) {
+    emit({ type: "log", level: "error", message: `crash report failed: ${e}` });
+  } finally {
+    reporting = false;
+    lastReport = { tid, at: Date.now() };
+  }
 }

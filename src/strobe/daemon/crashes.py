@@ -9,6 +9,15 @@ read from that dump (symbols/frame_locals.py), the thread's name.
 addresses point after their call instruction, so every frame but the first is looked up at address - 1 (the
 call itself; the line shown is the call's line, the address shown the one on the stack). Symbolizing never
 fails the report: a frame that cannot be located keeps its address and module.
+
+What caused the signal comes from the kernel's siginfo, which the agent sends as pseudo-registers (`si_code`,
+`si_signo`, `si_pid`, `si_uid`: see agent/src/common/crash.ts) and `signal_cause` takes out of the registers:
+a fault the kernel raised ("write of 0x0", with `signalCode` SEGV_MAPERR...), a signal sent by kill(), raise()
+or sigqueue() (`sender`: its pid, uid and name, "sent by kill[812]" or "raised by the program itself"), or a
+cause the agent could not verify ("cause not known": no fault address is shown, it could be a sender's pid).
+
+    signal_cause({"si_code": "0", "si_signo": "11", "si_pid": "812", "si_uid": "0"}, "SIGSEGV", 4242, names)
+    # -> {"cause": "sent", "signalCode": "SI_USER", "sender": {"pid": 812, "uid": 0, "self": False, "name": "kill"}}
 """
 
 from __future__ import annotations
@@ -33,11 +42,32 @@ Locate = Callable[[str, int], SourceLocation | None]
 _MAX_FRAME = 1 << 20  # bytes between a frame pointer and its caller's, at most, for a plausible frame chain
 _ACCESS = {"read": "read", "write": "write", "execute": "execute"}
 
+ProcessName = Callable[[int], str | None]
+
+SI_KERNEL = 0x80
+# si_code of a signal sent by a process (<= 0), from <asm-generic/siginfo.h>; those with a sender pid and uid.
+_SENT_CODES = {0: "SI_USER", -1: "SI_QUEUE", -2: "SI_TIMER", -3: "SI_MESGQ", -4: "SI_ASYNCIO", -5: "SI_SIGIO",
+               -6: "SI_TKILL", -60: "SI_ASYNCNL"}
+_WITH_SENDER = {0, -1, -6}
+# si_code of a fault the kernel raised (> 0), per signal.
+_FAULT_CODES = {
+    "SIGSEGV": ["SEGV_MAPERR", "SEGV_ACCERR", "SEGV_BNDERR", "SEGV_PKUERR", "SEGV_ACCADI", "SEGV_ADIDERR",
+                "SEGV_ADIPERR", "SEGV_MTEAERR", "SEGV_MTESERR", "SEGV_CPERR"],
+    "SIGBUS": ["BUS_ADRALN", "BUS_ADRERR", "BUS_OBJERR", "BUS_MCEERR_AR", "BUS_MCEERR_AO"],
+    "SIGFPE": ["FPE_INTDIV", "FPE_INTOVF", "FPE_FLTDIV", "FPE_FLTOVF", "FPE_FLTUND", "FPE_FLTRES", "FPE_FLTINV",
+               "FPE_FLTSUB", "FPE_DECOVF", "FPE_DECDIV", "FPE_DECERR", "FPE_INVASC", "FPE_INVDEC", "FPE_FLTUNK",
+               "FPE_CONDTRAP"],
+    "SIGILL": ["ILL_ILLOPC", "ILL_ILLOPN", "ILL_ILLADR", "ILL_ILLTRP", "ILL_PRVOPC", "ILL_PRVREG", "ILL_COPROC",
+               "ILL_BADSTK", "ILL_BADIADDR"],
+}
+_SIGINFO = ("si_code", "si_signo", "si_pid", "si_uid")
+
 
 def describe_crash(
-    report: CrashReport, stack: bytes, pid: int, locate: Locate, thread_name: str | None
+    report: CrashReport, stack: bytes, pid: int, locate: Locate, thread_name: str | None,
+    process_name: ProcessName | None = None,
 ) -> dict[str, Any]:
-    """The crash event's fields, as debug_query shows them."""
+    """The crash event's fields, as debug_query shows them. `process_name(pid)` names a signal's sender."""
     located = [_frame(f.address, f.module, f.base, f.returnAddress, locate) for f in report.frames]
     backtrace = [frame for frame, _ in located]
     for frame, sent in zip(backtrace, report.frames, strict=True):
@@ -52,13 +82,15 @@ def describe_crash(
     }
     if thread_name:
         event["threadName"] = thread_name
-    if report.memory is not None:
+    cause = signal_cause(report.registers, report.signal, pid, process_name or read_process_name)
+    if report.memory is not None and cause.get("cause", "fault") == "fault":
         event["faultAddress"] = report.memory.address
         event["access"] = _ACCESS.get(report.memory.operation, report.memory.operation)
+    event.update(cause)
     if top is not None:
         event.update(function=top["function"], sourceFile=top.get("file"), line=top.get("line"))
     event["backtrace"] = backtrace
-    event["registers"] = report.registers
+    event["registers"] = {name: value for name, value in report.registers.items() if name not in _SIGINFO}
     if stack:
         fp = int(report.registers.get("rbp", "0"), 16)
         base = int(report.stackBase, 16)
@@ -82,6 +114,8 @@ def summary(event: dict[str, Any]) -> str:
     out = str(event["signal"])
     if "access" in event:
         out += f" ({event['access']} of {event['faultAddress']})"
+    elif event.get("cause") in ("sent", "kernel", "unknown") or "signalCode" in event:
+        out += f" ({_cause_text(event)})"
     where = event.get("function")
     if where:
         out += f" in {where}"
@@ -92,6 +126,59 @@ def summary(event: dict[str, Any]) -> str:
     thread = event.get("threadName")
     out += f", thread {thread} ({event['threadId']})" if thread else f", thread {event['threadId']}"
     return out
+
+
+def signal_cause(registers: dict[str, str], signal: str, pid: int, process_name: ProcessName) -> dict[str, Any]:
+    """The crash event's fields on what caused the signal, from the agent's siginfo pseudo-registers: `cause`
+    (fault, sent, kernel or unknown), `signalCode` (the si_code's name) and, for a sent signal, `sender` (pid,
+    uid, whether it is the crashing process itself, its name while it runs). None of them without a `si_code`."""
+    raw = registers.get("si_code")
+    if raw is None:
+        return {}
+    try:
+        code = int(raw)
+    except ValueError:
+        return {"cause": "unknown"}
+    if code == SI_KERNEL:
+        return {"cause": "kernel", "signalCode": "SI_KERNEL"}
+    if code > 0:
+        names = _FAULT_CODES.get(signal, [])
+        return {"cause": "fault", "signalCode": names[code - 1] if code <= len(names) else str(code)}
+    out: dict[str, Any] = {"cause": "sent", "signalCode": _SENT_CODES.get(code, str(code))}
+    if code in _WITH_SENDER and "si_pid" in registers:
+        sender_pid = int(registers["si_pid"])
+        sender: dict[str, Any] = {"pid": sender_pid, "uid": int(registers.get("si_uid", "0")),
+                                  "self": sender_pid == pid}
+        name = None if sender["self"] or sender_pid <= 0 else process_name(sender_pid)
+        if name:
+            sender["name"] = name
+        out["sender"] = sender
+    return out
+
+
+def _cause_text(event: dict[str, Any]) -> str:
+    cause, code = event.get("cause"), event.get("signalCode")
+    if cause == "unknown":
+        return "cause not known"
+    if cause == "kernel":
+        return "SI_KERNEL: sent by the kernel, no fault address"
+    sender = event.get("sender")
+    if cause == "sent" and sender is not None:
+        if sender["self"]:
+            return "raised by the program itself"
+        return f"sent by {sender['name']}[{sender['pid']}]" if sender.get("name") else f"sent by pid {sender['pid']}"
+    if cause == "sent":
+        return f"sent: {code}"
+    return str(code)  # a fault without a memory access: FPE_INTDIV, ILL_ILLOPN...
+
+
+def read_process_name(pid: int) -> str | None:
+    """A process's name (its comm) while it runs; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
 
 
 def crash_row(session: int, pid: int, tid: int, ts_ns: int, event: dict[str, Any]) -> tuple[Any, ...]:
