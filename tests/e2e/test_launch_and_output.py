@@ -200,7 +200,7 @@ async def test_time_pid_and_paging_filters(
 async def test_fifo_limit_from_project_settings(
     strobe: StrobeClient, c_target: Callable[[str], Path], project: Path
 ) -> None:
-    write_settings(project / ".strobe", {"events.maxPerSession": 100})
+    write_settings(project / ".strobe", {"events.maxOutputPerSession": 100})
     sid = (
         await strobe.call("debug_launch", command=str(c_target("flood")), args=["1000"], projectRoot=str(project))
     )["sessionId"]
@@ -210,7 +210,7 @@ async def test_fifo_limit_from_project_settings(
     kept = {e["text"][:13] for e in page["events"]}
     # The newest events are the ones kept (stdout and stderr are separate pipes, so only per-stream order holds).
     assert "line 00000999" in kept and "line 00000000" not in kept
-    assert any("dropped" in w and "events.maxPerSession" in w for w in page["warnings"])
+    assert any("dropped" in w and "events.maxOutputPerSession" in w for w in page["warnings"])
     assert (await strobe.call("debug_stop", sessionId=sid))["eventsDropped"] == 1011 - 100
 
 

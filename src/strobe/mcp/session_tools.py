@@ -40,8 +40,8 @@ async def launch(ctx: ToolContext, req: LaunchRequest) -> dict[str, Any]:
 async def stop(ctx: ToolContext, req: StopRequest) -> dict[str, Any]:
     events, record = await ctx.manager.stop(req.sessionId, req.retain)
     result: dict[str, Any] = {"success": True, "eventsCollected": events}
-    if record.trimmed:
-        result["eventsDropped"] = record.trimmed
+    if record.trimmed or record.output_trimmed:  # by either per-session limit
+        result["eventsDropped"] = record.trimmed + record.output_trimmed
     warnings = wire.loss_warnings(record, ctx.manager.out_of_space)
     if warnings:
         result["warnings"] = warnings
