@@ -1,9 +1,11 @@
-// The agent's entry point: creates the runtimes' tracers (runtimes.ts), installs the exit hooks and the crash
-// handler, answers the host's requests (common/protocol.ts) and says `agent_loaded`. Every request goes to the
-// native runtime: requests name no runtime yet.
+// The agent's entry point: creates the runtimes' tracers (runtimes.ts), installs the exit hooks, the crash
+// handler and the lifeline (common/forks.ts: the process ends when the daemon does), answers the host's requests
+// (common/protocol.ts) and says `agent_loaded`. Every request goes to the native runtime: requests name no
+// runtime yet.
 
 import { installCrashHandler } from "./common/crash.js";
 import { installExitHooks } from "./common/exit.js";
+import { installLifeline } from "./common/forks.js";
 import { onReadMemory } from "./common/memory.js";
 import {
   emit,
@@ -81,6 +83,7 @@ function onRead(request: ReadMemoryRequest): void {
 
 installExitHooks(flushAll);
 installCrashHandler(flushAll);
+installLifeline();
 recv("hooks", onHooks);
 recv("flush", onFlush);
 recv("read_memory", onRead);

@@ -166,6 +166,16 @@ export interface PyBatch {
   type: "py_batch";
 }
 
+// The answer to `lifeline` and `release` (common/forks.ts): what the kernel kills when the daemon ends, however it
+// ends — this process, its whole process group (it leads one: a launched program and what it forks), or nothing
+// (released, or the lifeline could not be tied: `error` says why).
+export interface LifelineState {
+  type: "lifeline_state";
+  requestId: number;
+  scope: "process" | "group" | "none";
+  error?: string;
+}
+
 export type AgentMessage =
   | AgentLoaded
   | ProcessExit
@@ -182,7 +192,8 @@ export type AgentMessage =
   | CrashReport
   | PySetupDone
   | PyState
-  | PyBatch;
+  | PyBatch
+  | LifelineState;
 
 // ---- host -> agent ----
 
@@ -307,6 +318,21 @@ export interface PySetupRequest {
 export interface PyCommandRequest {
   type: "py_command";
   command: string;
+}
+
+// Tie the process's life to the daemon's: the daemon (`pid`) holds both ends of a pipe for as long as it lives, and
+// `fd` is its read end. Answered with `lifeline_state`.
+export interface LifelineRequest {
+  type: "lifeline";
+  requestId: number;
+  pid: number;
+  fd: number;
+}
+
+// Untie it: the daemon is about to detach and leave the process running. Answered with `lifeline_state`.
+export interface ReleaseRequest {
+  type: "release";
+  requestId: number;
 }
 
 export function emit(message: AgentMessage, data?: ArrayBuffer | null): void {

@@ -1,6 +1,11 @@
 """Spawn programs under Frida with stdio piped, load the agent before they run, and route what
 Frida reports (output, exit code, detach) to the owner of each pid.
 
+Every process the launcher instruments is tied to the daemon's life before it runs: the launcher holds both ends
+of a pipe (the lifeline) for as long as it is open, and the agent has the kernel SIGKILL the process (its process
+group when it leads one) once that pipe's last writer is gone — the daemon closing it, exiting, or killed with -9
+(agent/src/common/forks.ts). `ProcessHandle.release()` unties a process before letting go of it.
+
 Every method here blocks: call it through the FridaWorker. Frida's callbacks run on Frida's own
 threads and only hand their data on.
 """
@@ -29,6 +34,8 @@ from strobe.instrument.protocol import (
     Flushed,
     FollowUpdated,
     HooksUpdated,
+    LifelineRequest,
+    LifelineState,
     ModuleInfo,
     PollComplete,
     ProcessExit,
@@ -38,6 +45,7 @@ from strobe.instrument.protocol import (
     PySetupRequest,
     PyState,
     ReadResponse,
+    ReleaseRequest,
     SamplingStateChange,
     TraceBatch,
     VariableSnapshot,
@@ -102,6 +110,7 @@ class ProcessHandle:
     handshake_error: str | None = None
     modules: list[ModuleInfo] = field(default_factory=list)
     runtime_state: Any = None  # owned by the process's runtime (daemon/runtimes): the Python tracer's state
+    lifeline: LifelineState | None = None  # what ends with the daemon (tie_lifeline); scope "none": nothing
     _replies: dict[int, tuple[threading.Event, list[Any]]] = field(default_factory=dict)
     _reply_data: dict[int, bytes] = field(default_factory=dict)
     _next_request: int = 0
@@ -171,6 +180,26 @@ class ProcessHandle:
         self._request(lambda rid: {"type": "follow", "requestId": rid, "funcs": funcs}, REQUEST_TIMEOUT_S,
                       "its argument plans were being set")
 
+    def tie_lifeline(self, daemon_pid: int, fd: int) -> LifelineState:
+        """Have the agent tie the process's life to the pipe whose read end is `fd` in `daemon_pid`: the kernel kills
+        the process (its process group when it leads one) once the pipe's last writer closes."""
+        reply: LifelineState = self._request(
+            lambda rid: LifelineRequest(type="lifeline", requestId=rid, pid=daemon_pid, fd=fd), HANDSHAKE_TIMEOUT_S,
+            "its lifeline was being tied",
+        )
+        self.lifeline = reply
+        return reply
+
+    def release(self) -> None:
+        """Let go of the process and leave it running: untie its lifeline, then detach (Frida unloads the agent and
+        reports the detach as "application-requested")."""
+        reply: LifelineState = self._request(
+            lambda rid: ReleaseRequest(type="release", requestId=rid), REQUEST_TIMEOUT_S, "it was being released"
+        )
+        self.lifeline = reply
+        with contextlib.suppress(*FRIDA_ERRORS):  # gone already: nothing left to let go of
+            self.session.detach()
+
     def ack_crash(self) -> None:
         """Let the crashing thread go on to the signal's handler (the crash report is stored)."""
         with contextlib.suppress(*FRIDA_ERRORS):  # the process may be gone already
@@ -196,7 +225,8 @@ class ProcessHandle:
         self._request(lambda rid: {"type": "flush", "requestId": rid}, timeout, "flushing its events")
 
     def deliver_reply(
-        self, reply: HooksUpdated | Flushed | ReadResponse | WatchesUpdated | FollowUpdated | PySetupDone,
+        self,
+        reply: HooksUpdated | Flushed | ReadResponse | WatchesUpdated | FollowUpdated | PySetupDone | LifelineState,
         data: bytes | None = None,
     ) -> None:
         with self._lock:
@@ -252,6 +282,7 @@ class Launcher:
         self._children: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._child_thread: threading.Thread | None = None
         self._deadlines: dict[int, threading.Timer] = {}
+        self._lifeline: tuple[int, int] | None = None  # (read end, write end), opened on first use
 
     def _get_device(self) -> Any:
         if self._device is None:
@@ -334,6 +365,9 @@ class Launcher:
             )
         if handle.handshake_error is not None:
             raise FridaAttachFailed(handle.handshake_error)
+        tied = handle.tie_lifeline(os.getpid(), self._lifeline_end())
+        if tied.scope == "none":
+            log.warning("pid %d will outlive the daemon if it dies: %s", pid, tied.error)
         return handle
 
     def resume(self, pid: int) -> None:
@@ -369,6 +403,19 @@ class Launcher:
             with contextlib.suppress(*FRIDA_ERRORS):
                 frida.shutdown()
             self._device = None
+        with self._lock:
+            lifeline, self._lifeline = self._lifeline, None
+        if lifeline is not None:  # every process still tied to it is killed
+            for fd in lifeline:
+                os.close(fd)
+
+    def _lifeline_end(self) -> int:
+        """The read end of the lifeline, opened on first use. Both ends are close-on-exec, so nothing the daemon
+        starts keeps the pipe open after it."""
+        with self._lock:
+            if self._lifeline is None:
+                self._lifeline = os.pipe()
+            return self._lifeline[0]
 
     def forget(self, pid: int) -> None:
         with self._lock:
@@ -453,7 +500,8 @@ class Launcher:
             return
         if isinstance(payload, TraceBatch):
             handle.observer.on_trace_batch(handle.pid, payload, data or b"")
-        elif isinstance(payload, HooksUpdated | Flushed | ReadResponse | WatchesUpdated | FollowUpdated | PySetupDone):
+        elif isinstance(payload, HooksUpdated | Flushed | ReadResponse | WatchesUpdated | FollowUpdated | PySetupDone
+                        | LifelineState):
             handle.deliver_reply(payload, data)
         elif isinstance(payload, PyBatch):
             handle.observer.on_py_batch(handle.pid, data or b"")

@@ -175,10 +175,20 @@ class PyBatch(BaseModel):
     type: Literal["py_batch"]
 
 
+class LifelineState(BaseModel):
+    """The agent's answer to lifeline and release: what the kernel kills when the daemon ends, however it ends (this
+    process, its whole process group, or nothing: released, or not tied, and `error` says why)."""
+
+    type: Literal["lifeline_state"]
+    requestId: int
+    scope: Literal["process", "group", "none"]
+    error: str | None = None
+
+
 AnyAgentMessage = (
     AgentLoaded | ProcessExit | AgentLog | HooksUpdated | TraceBatch | SamplingStateChange | Flushed
     | ReadResponse | VariableSnapshot | PollComplete | WatchesUpdated | FollowUpdated | CrashReport
-    | PySetupDone | PyState | PyBatch
+    | PySetupDone | PyState | PyBatch | LifelineState
 )
 AgentMessage = Annotated[AnyAgentMessage, Field(discriminator="type")]
 agent_message_adapter: TypeAdapter[AnyAgentMessage] = TypeAdapter(AgentMessage)
@@ -330,3 +340,19 @@ class PySetupRequest(TypedDict):
 class PyCommandRequest(TypedDict):
     type: Literal["py_command"]
     command: str
+
+
+class LifelineRequest(TypedDict):
+    """Tie the process's life to the daemon's: `fd` is the read end of the pipe the daemon (`pid`) holds."""
+
+    type: Literal["lifeline"]
+    requestId: int
+    pid: int
+    fd: int
+
+
+class ReleaseRequest(TypedDict):
+    """Untie it before a deliberate detach: the process keeps running after the daemon lets go of it."""
+
+    type: Literal["release"]
+    requestId: int
