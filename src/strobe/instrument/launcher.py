@@ -4,7 +4,9 @@ Frida reports (output, exit code, detach) to the owner of each pid.
 Every process the launcher instruments is tied to the daemon's life before it runs: the launcher holds both ends
 of a pipe (the lifeline) for as long as it is open, and the agent has the kernel SIGKILL the process (its process
 group when it leads one) once that pipe's last writer is gone — the daemon closing it, exiting, or killed with -9
-(agent/src/common/forks.ts). `ProcessHandle.release()` unties a process before letting go of it.
+(agent/src/common/forks.ts). `ProcessHandle.release()` unties a process before letting go of it. Before its agent
+has tied it (from its spawn, or from Frida reporting a child or an exec(), to the agent's answer), a process is in
+the care of the reaper: a small helper process that SIGKILLs whatever it still holds when the daemon is gone.
 
 Every method here blocks: call it through the FridaWorker. Frida's callbacks run on Frida's own
 threads and only hand their data on.
@@ -16,6 +18,8 @@ import contextlib
 import logging
 import os
 import queue
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -265,6 +269,79 @@ def _exe_of(pid: int) -> str:
         return ""
 
 
+REAPER_SOURCE = """
+import os, signal, sys
+held = {}
+for line in sys.stdin:
+    pid = int(line[1:])
+    if line[0] == "+":
+        try:
+            held[pid] = os.pidfd_open(pid)
+        except OSError:
+            pass
+    elif pid in held:
+        os.close(held.pop(pid))
+for fd in held.values():
+    try:
+        signal.pidfd_send_signal(fd, signal.SIGKILL)
+    except OSError:
+        pass
+"""
+
+
+class Reaper:
+    """The processes not tied to the daemon's lifeline yet, held by a helper process (started on first use) that
+    SIGKILLs them once its stdin, whose only writer is the daemon, reads end-of-file: the daemon is gone, however it
+    went. It pins each pid with a pidfd, so a pid reused after its process ended is never signalled.
+
+        reaper.hold(pid)     # spawned, or a child Frida stopped
+        reaper.let_go(pid)   # its lifeline is tied (or it is dead, or it runs untraced)
+    """
+
+    def __init__(self) -> None:
+        self._process: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+        self._broken = False
+
+    def hold(self, pid: int) -> None:
+        self._tell(f"+{pid}\n")
+
+    def let_go(self, pid: int) -> None:
+        self._tell(f"-{pid}\n")
+
+    def _tell(self, line: str) -> None:
+        with self._lock:
+            if self._broken:
+                return
+            try:
+                if self._process is None:  # a session of its own: a signal to the daemon's group spares it
+                    self._process = subprocess.Popen(
+                        [sys.executable, "-I", "-S", "-c", REAPER_SOURCE], stdin=subprocess.PIPE,
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                    )
+                assert self._process.stdin is not None
+                self._process.stdin.write(line.encode())
+                self._process.stdin.flush()
+            except OSError as exc:
+                self._broken = True
+                log.warning("the reaper is gone (%s): a process killed with the daemon before its lifeline is tied "
+                            "may be left behind", exc)
+
+    def close(self) -> None:
+        """The daemon is closing: whatever the reaper still holds is killed, and it exits."""
+        with self._lock:
+            process, self._process = self._process, None
+        if process is not None:
+            assert process.stdin is not None
+            with contextlib.suppress(OSError):
+                process.stdin.close()
+            try:
+                process.wait(HANDSHAKE_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
 class ProcessGone(FridaAttachFailed):
     pass
 
@@ -283,6 +360,7 @@ class Launcher:
         self._child_thread: threading.Thread | None = None
         self._deadlines: dict[int, threading.Timer] = {}
         self._lifeline: tuple[int, int] | None = None  # (read end, write end), opened on first use
+        self._reaper = Reaper()
 
     def _get_device(self) -> Any:
         if self._device is None:
@@ -307,6 +385,7 @@ class Launcher:
             raise FridaAttachFailed(
                 f"Frida could not start {argv[0]}: {exc}. Check that it runs from a shell as the same user."
             ) from exc
+        self._reaper.hold(pid)
         with self._lock:
             self._observers[pid] = observer
             self._agent_js = agent_js
@@ -317,6 +396,8 @@ class Launcher:
             with self._lock:
                 self._observers.pop(pid, None)
             raise
+        finally:
+            self._reaper.let_go(pid)
 
     def attach(self, pid: int, agent_js: str, observer: ProcessObserver) -> ProcessHandle:
         """Instrument a process someone else started (a test run's): it keeps running; its output is not ours."""
@@ -408,6 +489,7 @@ class Launcher:
         if lifeline is not None:  # every process still tied to it is killed
             for fd in lifeline:
                 os.close(fd)
+        self._reaper.close()
 
     def _lifeline_end(self) -> int:
         """The read end of the lifeline, opened on first use. Both ends are close-on-exec, so nothing the daemon
@@ -450,12 +532,15 @@ class Launcher:
             self.resume_quietly(pid)
             return
         path = str(child.path or "") or _exe_of(pid)
+        self._reaper.hold(pid)
         try:
             handle = self._instrument(self._get_device(), pid, agent_js, observer)
         except FridaAttachFailed as exc:
             log.warning("child %d (%s of %d, %s) not followed: %s", pid, origin, parent, path, exc)
             self.resume_quietly(pid)
             return
+        finally:
+            self._reaper.let_go(pid)
         with self._lock:
             self._observers[pid] = observer
             deadline = threading.Timer(CHILD_RESUME_DEADLINE_S, self._overdue, (pid,))
