@@ -1,6 +1,8 @@
 """Starting a session: spawn the program suspended (or attach to a gated one), record the session, index its
 image, hook the staged patterns before its first instruction, resume. A failure after the spawn kills the
-process: nothing is left running that no session owns."""
+process: nothing is left running that no session owns. A launch whose caller goes away mid-way (its MCP client
+disconnected, so its request is cancelled) is finished all the same: the process is never left spawned and
+suspended, and its session can be listed and stopped like any other."""
 
 from __future__ import annotations
 
@@ -38,10 +40,23 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _orphan_launched(work: asyncio.Task[tuple[LiveSession, list[str]]]) -> None:
+    """How a launch whose caller went away ended (nobody else will read it)."""
+    if work.cancelled():
+        return
+    failure = work.exception()
+    if failure is not None:
+        log.info("the launch nobody waits for failed (its process is killed): %s", failure)
+    else:
+        live, _ = work.result()
+        log.info("session %s: launched for a caller that went away; it runs until stopped", live.record.id)
+
+
 class Launching:
     def __init__(self, services: Services, sessions: LiveSessions, events: SessionEvents) -> None:
         self._services, self._sessions, self._events = services, sessions, events
         self._lock = asyncio.Lock()
+        self._unfinished: set[asyncio.Task[tuple[LiveSession, list[str]]]] = set()
 
     def _session(self, program: str, project_root: str, pid: int, settings: Settings, owns_output: bool
                  ) -> LiveSession:
@@ -51,7 +66,25 @@ class Launching:
 
     async def launch(self, command: ResolvedCommand, project_root: str, env: dict[str, str], settings: Settings,
                      apply_pending: ApplyPending) -> tuple[LiveSession, list[str]]:
-        """Spawn, record, install the staged patterns, resume. Returns the session and warnings."""
+        """Spawn, record, install the staged patterns, resume. Returns the session and warnings.
+
+        The work runs in a task of its own that the caller's cancellation does not reach: cancelled between the
+        spawn and the resume (anyio cancels again at every await), it would leave the process suspended under
+        Frida with nobody to resume or kill it."""
+        work = asyncio.get_running_loop().create_task(
+            self._launch(command, project_root, env, settings, apply_pending))
+        self._unfinished.add(work)
+        work.add_done_callback(self._unfinished.discard)
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            if not work.done():
+                log.info("the launch of %s goes on without its caller (its request was cancelled)", command.binary_path)
+                work.add_done_callback(_orphan_launched)
+            raise
+
+    async def _launch(self, command: ResolvedCommand, project_root: str, env: dict[str, str], settings: Settings,
+                      apply_pending: ApplyPending) -> tuple[LiveSession, list[str]]:
         services = self._services
         async with self._lock:
             running = self._sessions.running(command.binary_path)
@@ -71,6 +104,10 @@ class Launching:
                                    services.images.load(command.binary_path, handle.modules, project_root, preloaded))
                 warnings = await apply_pending(live)
                 warnings += await live.image.runtime.prepare(services.worker.run, handle, live.serialization_depth)
+                lifeline = getattr(handle, "lifeline", None)  # instrument.launcher.ProcessHandle's
+                if lifeline is not None and lifeline.scope == "none":
+                    warnings.append(f"This program is not tied to the daemon's life ({lifeline.error}): should the "
+                                    "daemon die, it would keep running. debug_stop still ends it.")
                 await services.worker.run(lambda: services.launcher.resume(handle.pid))
             except BaseException:
                 await services.kill(handle.pid)
