@@ -130,7 +130,8 @@ class Host:
 
 @contextlib.contextmanager
 def host(mode: str, agent_js: Path, *argv: str) -> Iterator[tuple[Host, list[int]]]:
-    """A host running `argv` in `mode`; yields it and a list the test adds its program's pids to (killed at the end)."""
+    """A host running `argv` in `mode`; yields it and a list the test adds its program's pids to: at the end each is
+    killed, with its process group (the launched program's holds its children, found or not)."""
     home = Path(os.environ["STROBE_HOME"])  # the suite's private home (tests/conftest.py): never the real one
     process = subprocess.Popen([sys.executable, "-c", HOST, mode, str(agent_js), *argv], stdout=subprocess.PIPE,
                                text=True, env={**os.environ, "STROBE_HOME": str(home)})
@@ -143,6 +144,8 @@ def host(mode: str, agent_js: Path, *argv: str) -> Iterator[tuple[Host, list[int
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
 
 
 def child_pid(pidfile: Path) -> int:
@@ -176,7 +179,8 @@ def test_a_killed_host_takes_its_program_and_a_child_it_never_followed(
 ) -> None:
     with host("untraced-children", agent_js, str(forking), str(tmp_path / "child")) as (daemon, pids):
         assert daemon.expect("tied") == ["tied", "group"]  # Frida starts the program in a session of its own
-        pids += [int(daemon.expect("root")[1]), child_pid(tmp_path / "child")]
+        pids.append(int(daemon.expect("root")[1]))
+        pids.append(child_pid(tmp_path / "child"))
         assert all(running(pid) for pid in pids)
         daemon.kill()
         took = wait_until(lambda: not any(running(pid) for pid in pids), 10, "the program and its child to end")
@@ -194,8 +198,9 @@ def test_a_released_program_outlives_its_host(agent_js: Path, c_target: Callable
 def test_a_group_leader_that_exits_leaves_its_children_untied(agent_js: Path, forking: Path, tmp_path: Path) -> None:
     with host("untraced-children", agent_js, str(forking), str(tmp_path / "child"), "exit") as (daemon, pids):
         parent = int(daemon.expect("root")[1])
+        pids.append(parent)
         child = child_pid(tmp_path / "child")
-        pids += [parent, child]
+        pids.append(child)
         wait_until(lambda: not running(parent), 10, "the launched process to exit")
         daemon.kill()
         assert running(child)  # left behind by a program that ended on its own: not the daemon's to kill
