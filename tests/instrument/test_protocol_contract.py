@@ -12,6 +12,7 @@ A disagreement fails with a line naming the message (or constant) and the field.
 from __future__ import annotations
 
 import functools
+import types
 from pathlib import Path
 from typing import Any, cast, get_args, get_type_hints, is_typeddict
 
@@ -105,6 +106,8 @@ REPLIES: dict[str, Any] = {  # what the agent answers each request with
     "follow": lambda rid: protocol.FollowUpdated(type="follow_updated", requestId=rid),
     "flush": lambda rid: protocol.Flushed(type="flushed", requestId=rid),
     "py_setup": lambda rid: protocol.PySetupDone(type="py_setup_done", requestId=rid, state="waiting"),
+    "lifeline": lambda rid: protocol.LifelineState(type="lifeline_state", requestId=rid, scope="group"),
+    "release": lambda rid: protocol.LifelineState(type="lifeline_state", requestId=rid, scope="none"),
 }
 
 
@@ -143,8 +146,10 @@ FOLLOW: list[dict[str, object]] = [
 
 def test_what_the_host_posts_fits_the_agent_interfaces() -> None:
     script = RecordingScript()
-    handle = ProcessHandle(pid=1, session=None, script=script, observer=cast(Any, QuietObserver()))
+    handle = ProcessHandle(pid=1, session=types.SimpleNamespace(detach=lambda: None), script=script,
+                           observer=cast(Any, QuietObserver()))
     script.handle = handle
+    handle.tie_lifeline(4242, 7)
     handle.update_hooks("add", [(1, 0x401000), (2, 0x401200)], 100000, 100)
     handle.update_hooks("remove", [(2, 0x401200)], 100000, 100)
     handle.read_memory([RECIPE], 5.0)
@@ -155,6 +160,7 @@ def test_what_the_host_posts_fits_the_agent_interfaces() -> None:
     handle.py_setup("print('@SINK@', @CONTROL_FD@)")
     handle.py_command('{"cmd": "depth", "depth": 2}')
     handle.ack_crash()
+    handle.release()
     Launcher()._on_message(handle, {"type": "send", "payload": {"type": "process_exit", "code": 3}}, None)
     ts = agent()
     requests = ts.host_requests()
