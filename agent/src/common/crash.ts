@@ -11,7 +11,7 @@
 // kernel raised (si_code > 0), and who sent a signal that was sent.
 
 import { awaitAck, listenForAcks } from "./exit.js";
-import { CrashFrame, CrashReport, emit } from "./protocol.js";
+import { CrashFrame, CrashReport, Siginfo, emit } from "./protocol.js";
 import { unheard } from "./forks.js";
 import { monotonicNow } from "./memory.js";
 
@@ -50,21 +50,16 @@ const RERAISE_MS = 2000;
 // The kernel's siginfo of the signal being handled (Linux x86_64). Frida's `nativeContext` is the ucontext the
 // kernel put in the signal frame, and the frame (struct rt_sigframe) has the siginfo right after it: the kernel's
 // ucontext is 304 bytes (flags, link, stack, the 256-byte sigcontext, an 8-byte mask). It is trusted only if the
-// frame's saved pc is the context's and si_signo is a signal Frida's exception type can stand for; otherwise the
-// cause is reported unknown.
-interface SignalInfo {
-  signo: number;
-  code: number; // si_code: > 0 raised by the kernel for a fault (SEGV_MAPERR...), <= 0 sent (SI_USER, SI_TKILL...)
-  pid: number; // the sender's, for SI_USER, SI_QUEUE and SI_TKILL
-  uid: number;
-}
+// frame's saved pc is the context's and si_signo is a signal Frida's exception type can stand for; otherwise it is
+// null and the report's cause "unknown". The sender's pid and uid are kept only for a signal a process sent with
+// them (SI_USER, SI_QUEUE, SI_TKILL): for a fault those bytes are si_addr.
 const UCONTEXT_SIZE = 304;
 const UCONTEXT_RIP = 168; // uc_mcontext (at 40) .rip (the 17th of its registers)
 const SI_QUEUE = -1;
 const SI_TKILL = -6;
 const SI_USER = 0;
 
-function signalInfo(details: ExceptionDetails): SignalInfo | null {
+function signalInfo(details: ExceptionDetails): Siginfo | null {
   if (Process.platform !== "linux" || Process.arch !== "x64") {
     return null;
   }
@@ -78,25 +73,14 @@ function signalInfo(details: ExceptionDetails): SignalInfo | null {
     if (!(SIGNAL_NUMBERS[details.type] ?? []).includes(signo)) {
       return null;
     }
-    return { signo, code: info.add(8).readS32(), pid: info.add(16).readS32(), uid: info.add(20).readU32() };
+    const code = info.add(8).readS32();
+    if (code === SI_USER || code === SI_QUEUE || code === SI_TKILL) {
+      return { signo, code, pid: info.add(16).readS32(), uid: info.add(20).readU32() };
+    }
+    return { signo, code };
   } catch {
     return null;
   }
-}
-
-// The protocol's crash report has no field for the siginfo yet: it travels as pseudo-registers that the host
-// (daemon/crashes.py) takes out of the registers: `si_code` (decimal, or "unknown" when the siginfo could not be
-// verified), with a known code `si_signo`, and for a sent signal `si_pid` and `si_uid`.
-function siginfoRegisters(info: SignalInfo | null): Record<string, string> {
-  if (info === null) {
-    return { si_code: "unknown" };
-  }
-  const out: Record<string, string> = { si_signo: String(info.signo), si_code: String(info.code) };
-  if (info.code === SI_USER || info.code === SI_QUEUE || info.code === SI_TKILL) {
-    out.si_pid = String(info.pid);
-    out.si_uid = String(info.uid);
-  }
-  return out;
 }
 
 // The pc, then the unwinder's frames. Where the unwinder gives up before reaching the program's own code
@@ -208,7 +192,7 @@ class Redelivery {
   }
 }
 
-function report(details: ExceptionDetails, info: SignalInfo | null, flush: () => void): void {
+function report(details: ExceptionDetails, info: Siginfo | null, flush: () => void): void {
   try {
     flush();
   } catch (e) {
@@ -227,7 +211,8 @@ function report(details: ExceptionDetails, info: SignalInfo | null, flush: () =>
     kind: details.type,
     signal: info !== null ? SIGNAL_NAMES[info.signo] : SIGNALS[details.type],
     address: details.address.toString(),
-    registers: { ...registers, ...siginfoRegisters(info) },
+    siginfo: info ?? "unknown",
+    registers,
     frames: frames(context),
     stackBase,
     stackSize: stack === null ? 0 : stack.byteLength,
@@ -270,7 +255,7 @@ export function installCrashHandler(flush: () => void): void {
   });
 }
 
-function maybeReport(details: ExceptionDetails, info: SignalInfo | null, flush: () => void): void {
+function maybeReport(details: ExceptionDetails, info: Siginfo | null, flush: () => void): void {
   if (!(details.type in SIGNALS) || reporting || unheard()) {
     return;
   }

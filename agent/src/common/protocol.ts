@@ -3,7 +3,7 @@
 // tests/instrument/test_protocol_contract.py reads every interface here with the TypeScript compiler and
 // compares it with the host's models and request builders: keep each message an interface with a `type` tag.
 
-export const PROTOCOL_VERSION = 5;
+export const PROTOCOL_VERSION = 6;
 
 export interface ModuleInfo {
   name: string;
@@ -131,13 +131,25 @@ export interface CrashFrame {
   scanned?: boolean; // found by scanning the stack, not by unwinding
 }
 
+// The kernel's siginfo of a crash's signal, read from the signal frame (crash.ts): `code` is si_code (> 0 a fault the
+// kernel raised, SEGV_MAPERR...; <= 0 a signal sent by kill(), raise(), sigqueue()...); `pid` and `uid` are the
+// sender's, only for SI_USER, SI_QUEUE and SI_TKILL.
+export interface Siginfo {
+  signo: number;
+  code: number;
+  pid?: number;
+  uid?: number;
+}
+
 export interface CrashReport {
   type: "crash";
   tid: number;
   kind: string; // Frida's exception type
   signal: string;
   address: string; // where it happened (the pc)
-  memory?: { operation: string; address: string };
+  memory?: { operation: string; address: string }; // only for a fault the kernel raised with an address
+  // What caused the signal; "unknown" when the siginfo could not be read or verified (the cause is not known).
+  siginfo?: Siginfo | "unknown";
   registers: Record<string, string>;
   frames: CrashFrame[];
   stackBase: string;

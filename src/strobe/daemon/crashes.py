@@ -10,13 +10,13 @@ addresses point after their call instruction, so every frame but the first is lo
 call itself; the line shown is the call's line, the address shown the one on the stack). Symbolizing never
 fails the report: a frame that cannot be located keeps its address and module.
 
-What caused the signal comes from the kernel's siginfo, which the agent sends as pseudo-registers (`si_code`,
-`si_signo`, `si_pid`, `si_uid`: see agent/src/common/crash.ts) and `signal_cause` takes out of the registers:
-a fault the kernel raised ("write of 0x0", with `signalCode` SEGV_MAPERR...), a signal sent by kill(), raise()
-or sigqueue() (`sender`: its pid, uid and name, "sent by kill[812]" or "raised by the program itself"), or a
-cause the agent could not verify ("cause not known": no fault address is shown, it could be a sender's pid).
+What caused the signal comes from the kernel's siginfo, the report's `siginfo` (read by agent/src/common/crash.ts),
+which `signal_cause` turns into the event's fields: a fault the kernel raised ("write of 0x0", with `signalCode`
+SEGV_MAPERR...), a signal sent by kill(), raise() or sigqueue() (`sender`: its pid, uid and name, "sent by
+kill[812]" or "raised by the program itself"), or a cause the agent could not verify ("cause not known": no fault
+address is shown, it could be a sender's pid).
 
-    signal_cause({"si_code": "0", "si_signo": "11", "si_pid": "812", "si_uid": "0"}, "SIGSEGV", 4242, names)
+    signal_cause(Siginfo(signo=11, code=0, pid=812, uid=0), "SIGSEGV", 4242, names)
     # -> {"cause": "sent", "signalCode": "SI_USER", "sender": {"pid": 812, "uid": 0, "self": False, "name": "kill"}}
 """
 
@@ -27,9 +27,9 @@ import json
 import logging
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
-from strobe.instrument.protocol import CrashReport
+from strobe.instrument.protocol import CrashReport, Siginfo
 from strobe.store.schema import EventKind
 from strobe.symbols.addresses import SourceLocation
 from strobe.symbols.elf import read_elf_info
@@ -60,7 +60,6 @@ _FAULT_CODES = {
     "SIGILL": ["ILL_ILLOPC", "ILL_ILLOPN", "ILL_ILLADR", "ILL_ILLTRP", "ILL_PRVOPC", "ILL_PRVREG", "ILL_COPROC",
                "ILL_BADSTK", "ILL_BADIADDR"],
 }
-_SIGINFO = ("si_code", "si_signo", "si_pid", "si_uid")
 
 
 def describe_crash(
@@ -82,7 +81,7 @@ def describe_crash(
     }
     if thread_name:
         event["threadName"] = thread_name
-    cause = signal_cause(report.registers, report.signal, pid, process_name or read_process_name)
+    cause = signal_cause(report.siginfo, report.signal, pid, process_name or read_process_name)
     if report.memory is not None and cause.get("cause", "fault") == "fault":
         event["faultAddress"] = report.memory.address
         event["access"] = _ACCESS.get(report.memory.operation, report.memory.operation)
@@ -90,7 +89,7 @@ def describe_crash(
     if top is not None:
         event.update(function=top["function"], sourceFile=top.get("file"), line=top.get("line"))
     event["backtrace"] = backtrace
-    event["registers"] = {name: value for name, value in report.registers.items() if name not in _SIGINFO}
+    event["registers"] = dict(report.registers)
     if stack:
         fp = int(report.registers.get("rbp", "0"), 16)
         base = int(report.stackBase, 16)
@@ -128,26 +127,26 @@ def summary(event: dict[str, Any]) -> str:
     return out
 
 
-def signal_cause(registers: dict[str, str], signal: str, pid: int, process_name: ProcessName) -> dict[str, Any]:
-    """The crash event's fields on what caused the signal, from the agent's siginfo pseudo-registers: `cause`
-    (fault, sent, kernel or unknown), `signalCode` (the si_code's name) and, for a sent signal, `sender` (pid,
-    uid, whether it is the crashing process itself, its name while it runs). None of them without a `si_code`."""
-    raw = registers.get("si_code")
-    if raw is None:
+def signal_cause(
+    siginfo: Siginfo | Literal["unknown"] | None, signal: str, pid: int, process_name: ProcessName
+) -> dict[str, Any]:
+    """The crash event's fields on what caused the signal, from the report's siginfo: `cause` (fault, sent, kernel
+    or unknown), `signalCode` (the si_code's name) and, for a signal sent with a sender, `sender` (pid, uid, whether
+    it is the crashing process itself, its name while it runs). None of them for a report without a siginfo."""
+    if siginfo is None:
         return {}
-    try:
-        code = int(raw)
-    except ValueError:
+    if siginfo == "unknown":
         return {"cause": "unknown"}
+    code = siginfo.code
     if code == SI_KERNEL:
         return {"cause": "kernel", "signalCode": "SI_KERNEL"}
     if code > 0:
         names = _FAULT_CODES.get(signal, [])
         return {"cause": "fault", "signalCode": names[code - 1] if code <= len(names) else str(code)}
     out: dict[str, Any] = {"cause": "sent", "signalCode": _SENT_CODES.get(code, str(code))}
-    if code in _WITH_SENDER and "si_pid" in registers:
-        sender_pid = int(registers["si_pid"])
-        sender: dict[str, Any] = {"pid": sender_pid, "uid": int(registers.get("si_uid", "0")),
+    if code in _WITH_SENDER and siginfo.pid is not None:
+        sender_pid = siginfo.pid
+        sender: dict[str, Any] = {"pid": sender_pid, "uid": siginfo.uid if siginfo.uid is not None else 0,
                                   "self": sender_pid == pid}
         name = None if sender["self"] or sender_pid <= 0 else process_name(sender_pid)
         if name:

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal, NotRequired, TypedDict, cast
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-PROTOCOL_VERSION = 5
+PROTOCOL_VERSION = 6
 
 
 class ModuleInfo(BaseModel):
@@ -134,9 +134,21 @@ class CrashMemory(BaseModel):
     address: str
 
 
+class Siginfo(BaseModel):
+    """The kernel's siginfo of a crash's signal: si_signo, si_code (> 0 a fault the kernel raised, <= 0 a signal
+    sent), and the sender's pid and uid for SI_USER, SI_QUEUE and SI_TKILL."""
+
+    signo: int
+    code: int
+    pid: int | None = None
+    uid: int | None = None
+
+
 class CrashReport(BaseModel):
     """A fatal signal (agent/src/common/crash.ts); the binary payload is the stack dumped at `stackBase`. The crashing
-    thread waits for CRASH_ACK before the signal goes on to the target's handler or its default action."""
+    thread waits for CRASH_ACK before the signal goes on to the target's handler or its default action. `siginfo`
+    says what caused the signal ("unknown": the agent could not read or verify it; absent: the report says nothing
+    of its cause); `memory` comes only with a fault the kernel raised."""
 
     type: Literal["crash"]
     tid: int
@@ -144,6 +156,7 @@ class CrashReport(BaseModel):
     signal: str
     address: str
     memory: CrashMemory | None = None
+    siginfo: Siginfo | Literal["unknown"] | None = None
     registers: dict[str, str]
     frames: list[CrashFrame]
     stackBase: str
