@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+import pydantic
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
@@ -23,9 +24,10 @@ PARSE_ERROR, INVALID_REQUEST = -32700, -32600  # JSON-RPC 2.0's codes
 MAX_ECHOED_ID = 256
 
 
-def malformed_reply(line: bytes) -> dict[str, Any]:
+def malformed_reply(line: bytes, reason: str | None = None) -> dict[str, Any]:
     """The JSON-RPC error answering a line that is not a message: a parse error when it is not JSON, an invalid
-    request otherwise (with the request's id when it has a usable one, else null, as JSON-RPC says)."""
+    request otherwise (with the request's id when it has a usable one, else null, as JSON-RPC says). `reason`: why
+    the MCP parser refused JSON that Python's accepted (a lone surrogate escape), said instead of the generic advice."""
     try:
         value = json.loads(line)
     except ValueError as exc:  # UnicodeDecodeError too
@@ -36,10 +38,40 @@ def malformed_reply(line: bytes) -> dict[str, Any]:
     usable = (isinstance(raw_id, str) and len(raw_id) <= MAX_ECHOED_ID) or (
         isinstance(raw_id, int) and not isinstance(raw_id, bool) and -(2**63) <= raw_id < 2**63)
     request_id = raw_id if usable else None  # never echo a huge id back
-    return {"jsonrpc": "2.0", "id": request_id, "error": {
-        "code": INVALID_REQUEST, "message": "Invalid request: not a JSON-RPC 2.0 message (it needs \"jsonrpc\": "
-                                            "\"2.0\" and a \"method\" with an \"id\" for a request, or a "
-                                            "\"result\"/\"error\" for a response)."}}
+    if reason is not None:
+        message = (f"Invalid request: the line is JSON this server cannot read ({reason[:160]}). Strings must be valid "
+                   "Unicode: no lone surrogate escapes such as \\udcff.")
+    else:
+        message = ("Invalid request: not a JSON-RPC 2.0 message (it needs \"jsonrpc\": \"2.0\" and a \"method\" with "
+                   "an \"id\" for a request, or a \"result\"/\"error\" for a response).")
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": INVALID_REQUEST, "message": message}}
+
+
+def invalid_id_reply() -> dict[str, Any]:
+    """The answer to a request whose id is of a type MCP does not allow: it would otherwise pass for a notification
+    (which gets no answer) and its caller would wait forever."""
+    return {"jsonrpc": "2.0", "id": None, "error": {
+        "code": INVALID_REQUEST, "message": "Invalid request: \"id\" must be a string or an integer (MCP allows no "
+                                            "null, fraction, boolean, list or object id). A notification has no "
+                                            "\"id\" member at all."}}
+
+
+def _carries_id(line: bytes) -> bool:
+    """Whether a line the MCP parser read as a notification has an "id" member all the same."""
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(value, dict) and "id" in value
+
+
+def _json_problem(exc: Exception) -> str | None:
+    """pydantic's reason when it refused the line as JSON (its parser is stricter than Python's), else None."""
+    if isinstance(exc, pydantic.ValidationError):
+        errors = exc.errors(include_url=False)
+        if errors and errors[0]["type"] == "json_invalid":
+            return str(errors[0]["msg"])
+    return None
 
 
 Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
@@ -64,16 +96,19 @@ async def socket_streams(reader: asyncio.StreamReader, writer: asyncio.StreamWri
                     continue
                 try:
                     message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                except Exception:
-                    reply = malformed_reply(line)
-                    log.info("malformed message (%d bytes): %s", len(line), reply["error"]["message"])
-                    try:
-                        writer.write(json.dumps(reply).encode() + b"\n")  # one whole line: never interleaved
-                        await writer.drain()
-                    except ConnectionError:
-                        return
-                    continue
-                await incoming_send.send(SessionMessage(message))
+                except Exception as exc:
+                    reply = malformed_reply(line, _json_problem(exc))
+                else:
+                    if not isinstance(message, types.JSONRPCNotification) or not _carries_id(line):
+                        await incoming_send.send(SessionMessage(message))
+                        continue
+                    reply = invalid_id_reply()
+                log.info("malformed message (%d bytes): %s", len(line), reply["error"]["message"])
+                try:
+                    writer.write(json.dumps(reply).encode() + b"\n")  # one whole line: never interleaved
+                    await writer.drain()
+                except ConnectionError:
+                    return
 
     async def write_lines() -> None:
         async with outgoing_receive:
