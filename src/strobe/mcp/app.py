@@ -59,10 +59,15 @@ def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+MAX_PROBLEMS = 10  # a validation message lists this many problems, then says how many more there are
+MAX_NAME = 64  # a parameter name in it (an unknown key may be any length) is cut to this
+
+
 def describe_validation_error(exc: pydantic.ValidationError) -> str:
     problems = []
-    for error in exc.errors(include_url=False):
-        where = ".".join(str(part) for part in error["loc"]) or "arguments"
+    errors = exc.errors(include_url=False)
+    for error in errors[:MAX_PROBLEMS]:
+        where = ".".join(_clip(str(part), MAX_NAME) for part in error["loc"]) or "arguments"
         message = error["msg"]
         if error["type"] == "extra_forbidden":
             message = "unknown parameter (check its spelling against the tool's input schema)"
@@ -72,7 +77,13 @@ def describe_validation_error(exc: pydantic.ValidationError) -> str:
         got = json.dumps(given[:100] if isinstance(given, str) else given, default=str)[:80]  # never a whole 60 MB
         detail = "" if error["type"] in ("missing", "extra_forbidden") else f" (got {got})"
         problems.append(f"{where}: {message}{detail}")
+    if len(errors) > MAX_PROBLEMS:
+        problems.append(f"and {len(errors) - MAX_PROBLEMS} more problems (fix these first)")
     return "Invalid parameters: " + "; ".join(problems) + "."
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
 
 
 def _error_result(code: str, message: str) -> types.CallToolResult:
