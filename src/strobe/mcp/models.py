@@ -11,7 +11,7 @@ import os
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from strobe.store.query import parse_time
 
@@ -21,7 +21,24 @@ MAX_STRING = 4096  # every string parameter unless said otherwise: a path (PATH_
 MAX_ARGUMENT = 131_072  # a command-line argument or environment value (Linux's MAX_ARG_STRLEN)
 MAX_ID = 256  # a session or test-run id
 MAX_INT64 = 2**63 - 1  # what SQLite stores: larger integers would fail deep inside instead of here
-Argument = Annotated[str, Field(max_length=MAX_ARGUMENT)]
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain a NUL character (\\u0000): the operating system cannot pass one on")
+    return value
+
+
+def _env_name(value: str) -> str:
+    if not value or "=" in value or "\x00" in value:
+        raise ValueError("an environment variable's name must be non-empty, without '=' or a NUL character")
+    return value
+
+
+# Strings handed to the operating system (paths, argv, the environment): a NUL cannot be passed on, nor a name with '='.
+OsString = Annotated[str, AfterValidator(_no_nul)]
+Argument = Annotated[str, Field(max_length=MAX_ARGUMENT), AfterValidator(_no_nul)]
+Environment = dict[Annotated[str, AfterValidator(_env_name)], Argument]
 
 
 class StrictModel(BaseModel):
@@ -35,12 +52,14 @@ def _absolute_root(value: str | None) -> str | None:
 
 
 class LaunchRequest(StrictModel):
-    command: str = Field(min_length=1, description="Path to the executable (absolute, or relative to cwd/projectRoot).")
+    command: OsString = Field(min_length=1,
+                              description="Path to the executable (absolute, or relative to cwd/projectRoot).")
     args: list[Argument] = Field(default_factory=list, max_length=4096, description="Command-line arguments.")
-    cwd: str | None = Field(default=None, description="Working directory; default: the executable's directory.")
-    projectRoot: str = Field(min_length=1, description="Absolute path of the project (user-code detection, settings).")
-    env: dict[str, Argument] = Field(default_factory=dict, max_length=4096,
-                                     description="Extra environment variables for the process.")
+    cwd: OsString | None = Field(default=None, description="Working directory; default: the executable's directory.")
+    projectRoot: OsString = Field(min_length=1,
+                                  description="Absolute path of the project (user-code detection, settings).")
+    env: Environment = Field(default_factory=dict, max_length=4096,
+                             description="Extra environment variables for the process.")
 
     _root = field_validator("projectRoot")(_absolute_root)
 
@@ -182,7 +201,7 @@ class TraceRequest(StrictModel):
     )
     add: list[str] = Field(default_factory=list, max_length=100, description="Patterns to start tracing.")
     remove: list[str] = Field(default_factory=list, max_length=100, description="Active patterns to stop tracing.")
-    projectRoot: str | None = Field(
+    projectRoot: OsString | None = Field(
         default=None, description="Project root for settings and @usercode in pending mode."
     )
     serializationDepth: int | None = Field(
@@ -259,23 +278,25 @@ class ReadRequest(StrictModel):
 class TestRequest(StrictModel):
     __test__ = False  # not a pytest test class
 
-    projectRoot: str = Field(min_length=1, description="Absolute path of the project; its files pick the framework.")
+    projectRoot: OsString = Field(min_length=1,
+                                  description="Absolute path of the project; its files pick the framework.")
     framework: str | None = Field(
         default=None, min_length=1,
         description="Override detection: cargo, go, pytest, unittest, catch2, gtest, jest, vitest, mocha, nodetest, "
         "bun, deno, generic.",
     )
     level: Literal["unit", "integration", "e2e"] | None = Field(default=None, description="Omit for all tests.")
-    test: str | None = Field(default=None, min_length=1, description="Run only the tests whose name contains this.")
-    command: str | None = Field(
+    test: OsString | None = Field(default=None, min_length=1,
+                                  description="Run only the tests whose name contains this.")
+    command: OsString | None = Field(
         default=None, min_length=1,
         description="The test binary (Catch2, GoogleTest) or, for framework 'generic', the test command.",
     )
     tracePatterns: list[str] | None = Field(default=None, max_length=100,
                                             description="Run the tests under Frida with these traced.")
     watches: WatchChanges | None = Field(default=None, description="Run the tests under Frida with these watches.")
-    env: dict[str, Argument] = Field(default_factory=dict, max_length=4096,
-                                     description="Extra environment variables for the tests.")
+    env: Environment = Field(default_factory=dict, max_length=4096,
+                             description="Extra environment variables for the tests.")
 
     _root = field_validator("projectRoot")(_absolute_root)
 
