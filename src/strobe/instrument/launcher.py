@@ -270,32 +270,60 @@ def _exe_of(pid: int) -> str:
 
 
 REAPER_SOURCE = """
-import os, signal, sys
-held = {}
+import errno, os, signal, sys
+GROUP = 4  # PIDFD_SIGNAL_PROCESS_GROUP (Linux 6.9): the group whose id is the pidfd's pid, even once it is reaped
+
+def kill(key, fd):
+    if key[0] != "g":
+        if fd is not None:
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+        return
+    if fd is not None:
+        try:
+            signal.pidfd_send_signal(fd, signal.SIGKILL, None, GROUP)
+            return
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:  # ESRCH: the group is empty (EINVAL: a kernel without the flag)
+                return
+    os.killpg(int(key[1:]), signal.SIGKILL)
+
+held = {}  # "123": the process 123; "g123": the process group 123 leads. A pidfd of 123, None if it was gone
 for line in sys.stdin:
-    pid = int(line[1:])
+    key = line[1:].strip()
     if line[0] == "+":
         try:
-            held[pid] = os.pidfd_open(pid)
+            held[key] = os.pidfd_open(int(key.lstrip("g")))
         except OSError:
-            pass
-    elif pid in held:
-        os.close(held.pop(pid))
-for fd in held.values():
+            held[key] = None
+    elif key in held and (fd := held.pop(key)) is not None:
+        os.close(fd)
+for key, fd in held.items():
     try:
-        signal.pidfd_send_signal(fd, signal.SIGKILL)
+        kill(key, fd)
     except OSError:
         pass
 """
 
 
 class Reaper:
-    """The processes not tied to the daemon's lifeline yet, held by a helper process (started on first use) that
-    SIGKILLs them once its stdin, whose only writer is the daemon, reads end-of-file: the daemon is gone, however it
-    went. It pins each pid with a pidfd, so a pid reused after its process ended is never signalled.
+    """What must not outlive the daemon and nothing else ties to it, held by a helper process (started on first use)
+    that SIGKILLs it once its stdin, whose only writer is the daemon, reads end-of-file: the daemon is gone, however
+    it went (kill -9 included). Two kinds of things are held:
 
-        reaper.hold(pid)     # spawned, or a child Frida stopped
-        reaper.let_go(pid)   # its lifeline is tied (or it is dead, or it runs untraced)
+    - a process not tied to the lifeline yet (spawned, or a child Frida stopped, until its agent answers). The helper
+      pins it with a pidfd, so a pid reused after its process ended is never signalled.
+    - a whole process group, by its leader (a test run's command, started in a session of its own: it has no agent,
+      so no lifeline). The helper pins the leader with a pidfd and at the end signals the group through it
+      (PIDFD_SIGNAL_PROCESS_GROUP): every member, grandchildren and processes a fork is creating included, as the
+      kernel delivers a group signal atomically against fork; and only that group, even if the leader was reaped and
+      its pid reused. On a kernel before 6.9 (or a leader already reaped when the helper got to it) it falls back to
+      killpg by number, which could only hit another group if this one had entirely ended and its id had been
+      reused in between.
+
+        reaper.hold(pid)           # spawned, or a child Frida stopped
+        reaper.let_go(pid)         # its lifeline is tied (or it is dead, or it runs untraced)
+        reaper.hold_group(leader)  # a test command just started with start_new_session=True
+        reaper.let_go_group(leader)  # the run is over: its group killed, its leader reaped
     """
 
     def __init__(self) -> None:
@@ -308,6 +336,18 @@ class Reaper:
 
     def let_go(self, pid: int) -> None:
         self._tell(f"-{pid}\n")
+
+    def hold_group(self, leader: int) -> None:
+        self._tell(f"+g{leader}\n")
+
+    def let_go_group(self, leader: int) -> None:
+        self._tell(f"-g{leader}\n")
+
+    @property
+    def pid(self) -> int | None:
+        """The helper's pid; None before its first use or after close()."""
+        process = self._process
+        return process.pid if process is not None else None
 
     def _tell(self, line: str) -> None:
         with self._lock:
@@ -324,8 +364,8 @@ class Reaper:
                 self._process.stdin.flush()
             except OSError as exc:
                 self._broken = True
-                log.warning("the reaper is gone (%s): a process killed with the daemon before its lifeline is tied "
-                            "may be left behind", exc)
+                log.warning("the reaper is gone (%s): a process, or a test run's process group, that nothing else "
+                            "ties to the daemon may outlive it", exc)
 
     def close(self) -> None:
         """The daemon is closing: whatever the reaper still holds is killed, and it exits."""
