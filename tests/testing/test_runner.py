@@ -1,7 +1,7 @@
 """The plain-subprocess test runner: real commands (small Python scripts, the stuck C programs) under a fake
 adapter defined here, which reads a JSON report the scripts write and counts START/PASS/FAIL/SKIP lines for
 live progress. Checks the debug_test_status shapes, the details file, the stuck and timeout kills, and that no
-process of a run outlives it."""
+process of a run outlives it, nor the daemon: a stand-in daemon killed with -9 takes its run's process group with it."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ import pytest
 
 from strobe.errors import TestRunNotFound as RunNotFound
 from strobe.errors import ValidationError
+from strobe.instrument.launcher import Reaper
 from strobe.testing import runner as runner_module
 from strobe.testing.adapters.base import FinishedRun, TestAdapter, tail
 from strobe.testing.model import LiveProgress, Outcome, ParsedRun
@@ -28,7 +29,7 @@ from strobe.testing.model import TestCase as Case  # aliases: pytest would try t
 from strobe.testing.model import TestCommand as Command
 from strobe.testing.model import TestLevel as Level
 from strobe.testing.runner import TestRunner as Runner
-from strobe.testing.stacks import read_stat
+from strobe.testing.stacks import all_processes, read_stat
 
 pytestmark = pytest.mark.anyio
 PROGRAMS = Path(__file__).parents[1] / "targets" / "testprojects" / "stuck"
@@ -410,3 +411,127 @@ def test_steady_printer_runs_to_the_end(stuck: dict[str, tuple[dict[str, Any], f
     assert status["status"] == "completed" and status["result"]["stuck"] == []
     assert status["result"]["summary"]["passed"] == 1 and seconds >= 12.0
     assert not [pid for pid in pids if alive(pid)]
+
+
+
+# ---- a run never outlives its daemon ----
+
+HOST = r"""
+import asyncio, sys
+from pathlib import Path
+from strobe.testing.adapters.generic import GenericAdapter
+from strobe.testing.model import TestCommand
+from strobe.testing.runner import TestRunner
+
+async def main():
+    details, *argv = sys.argv[1:]
+    runner = TestRunner(Path(details))
+    run_id = await runner.start(GenericAdapter(), TestCommand(argv, Path(details).parent))
+    print(runner.get(run_id).process.pid, flush=True)
+    await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+# A leader with a child and a grandchild, all sleeping (`; true` keeps sh from exec()ing its last command).
+FAMILY = ["sh", "-c", "(sleep 600; true) & sleep 600; true"]
+
+
+def group_of(leader: int) -> dict[int, int]:
+    """The live members of the process group `leader` leads: pid -> parent pid."""
+    return {p.pid: p.ppid for p in all_processes() if p.pgrp == leader}
+
+
+def reapers_of(parent: int) -> set[int]:
+    """The reaper helpers a (stand-in) daemon started: its children running the reaper's source."""
+    found = set()
+    for p in all_processes():
+        try:
+            if p.ppid == parent and b"pidfd_open" in Path(f"/proc/{p.pid}/cmdline").read_bytes():
+                found.add(p.pid)
+        except OSError:
+            continue
+    return found
+
+
+def pidfds_held_by(pid: int) -> list[str]:
+    """The pids that the pidfds `pid` has open point at ("-1" for a process reaped since)."""
+    held = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == "anon_inode:[pidfd]":
+                info = Path(f"/proc/{pid}/fdinfo/{fd}").read_text()
+                held += [line.split()[1] for line in info.splitlines() if line.startswith("Pid:")]
+        except FileNotFoundError:
+            continue
+    return held
+
+
+async def test_a_runner_killed_with_minus_9_takes_its_runs_whole_process_group_with_it(tmp_path: Path) -> None:
+    """A stand-in daemon (a TestRunner in a process of its own) starts a run whose command forks a child and a
+    grandchild, all in its group; killed with -9, it takes all of them with it, and its reaper ends too."""
+    host = subprocess.Popen([sys.executable, "-c", HOST, str(tmp_path / "details"), *FAMILY],
+                            stdout=subprocess.PIPE, text=True)
+    pids: list[int] = []
+    try:
+        assert host.stdout is not None
+        leader = int(host.stdout.readline())
+        pids.append(leader)
+
+        def whole_family() -> dict[int, int] | None:
+            members = group_of(leader)
+            grandchildren = [pid for pid, parent in members.items() if parent not in (leader, host.pid)]
+            return members if len(members) == 4 and len(grandchildren) == 1 else None
+
+        pids += [pid for pid in await until(whole_family) if pid != leader]
+        reapers = reapers_of(host.pid)  # started by the run's start, before it returned
+        pids += reapers
+        host.kill()
+        host.wait(30)
+        started = time.monotonic()
+        await until(lambda: not [pid for pid in pids if alive(pid)], timeout=10)
+        print(f"the run's group (4 processes) and the reaper gone {time.monotonic() - started:.3f}s after the host")
+        assert not group_of(leader) and len(reapers) == 1
+    finally:
+        host.kill()
+        host.wait(30)
+        kill_survivors(pids)
+
+
+async def test_the_reaper_holds_a_runs_group_while_it_runs_only(tmp_path: Path) -> None:
+    """Held from the start, let go once the run is over (cancelled, completed, or killed by close()): a daemon dying
+    afterwards has nothing of it left to kill. The reaper reads its orders in turn, so once it holds only a later run,
+    every earlier one has been let go. The runner's own reaper ends with the runner."""
+    shared = Reaper()
+    runner = Runner(tmp_path / "details", reaper=shared)
+    own = Runner(tmp_path / "own")
+    body = "print('START waits', flush=True)\ntime.sleep(600)\n"
+    try:
+        async def waiting(name: str) -> tuple[str, int]:
+            run_id = await runner.start(FakeAdapter(), python(tmp_path, body, name=name))
+            process = runner.get(run_id).process
+            assert process is not None
+            return run_id, process.pid
+
+        cancelled, first = await waiting("first")
+        helper = shared.pid
+        assert helper is not None
+        await until(lambda: pidfds_held_by(helper) == [str(first)])
+        await runner.cancel(cancelled)
+        quick = await runner.start(FakeAdapter(), python(tmp_path, "json.dump([], open(REPORT, 'w'))", name="quick"))
+        assert (await runner.status(quick, wait_s=30))["status"] == "completed"
+        _, last = await waiting("last")
+        await until(lambda: pidfds_held_by(helper) == [str(last)])
+        await runner.close()
+        await until(lambda: pidfds_held_by(helper) == [])
+        assert shared.pid == helper and alive(helper)  # a reaper passed in is its owner's to close
+
+        before = reapers_of(os.getpid())
+        await own.status(await own.start(FakeAdapter(), python(tmp_path, "pass", name="own")), wait_s=30)
+        helpers = reapers_of(os.getpid()) - before
+        assert len(helpers) == 1
+        await own.close()
+        assert not alive(helpers.pop())
+    finally:
+        await runner.close()
+        await own.close()
+        shared.close()

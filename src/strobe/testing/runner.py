@@ -8,6 +8,13 @@ result takes the shape of debug_test_status's response. Runs are asyncio tasks; 
 Child exit is watched with a pidfd rather than asyncio's subprocess support, which in Python 3.11 does not
 report an exit while a forgotten grandchild still holds the output pipes: here the run ends when the test
 process does, and whatever it left behind is killed.
+
+A run never outlives the daemon, however the daemon ends (kill -9 included): from the moment Popen returns until the
+run is over, the test command's process group (its own, as the leader of a new session) is held by the reaper
+(instrument/launcher.py, `Reaper.hold_group`), a helper process that SIGKILLs the whole group, grandchildren
+included, as soon as the daemon is gone. PR_SET_PDEATHSIG would not do: it covers the leader only, not what it forks.
+Not covered: the ms inside Popen, from its fork to its exec (a daemon dying then leaves the tests running), and
+processes that left the group (setsid, setpgid): the daemon kills those at the run's end (`_kill`), not after its death.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from strobe.errors import TestRunNotFound, ValidationError
+from strobe.instrument.launcher import Reaper
 from strobe.paths import private_dir, private_opener
 from strobe.testing.adapters.base import FinishedRun, TestAdapter
 from strobe.testing.model import LiveProgress, Outcome, ParsedRun, TestCase, TestCommand, TestLevel
@@ -89,12 +97,14 @@ class TestRunner:
                  record_durations: RecordDurations | None = None,
                  timeouts: Mapping[TestLevel | None, float] | None = None,
                  sample_interval_s: float = SAMPLE_INTERVAL_S,
-                 detector_factory: DetectorFactory = StuckDetector) -> None:
+                 detector_factory: DetectorFactory = StuckDetector, reaper: Reaper | None = None) -> None:
+        """`reaper`: one to share (its owner closes it); by default the runner starts its own on its first run."""
         self.details_dir = details_dir
         self._baselines, self._record = baselines, record_durations
         self._timeouts = {**HARD_TIMEOUTS_S, **(timeouts or {})}
         self._interval, self._new_detector = sample_interval_s, detector_factory
         self._runs: dict[str, TestRun] = {}
+        self._reaper, self._own_reaper = reaper or Reaper(), reaper is None
 
     # ---- public API ----
 
@@ -120,6 +130,7 @@ class TestRunner:
             run.fail(_spawn_error(command, exc))
             run.done.set()
             return run_id
+        self._reaper.hold_group(run.process.pid)  # until _supervise lets go: killed with the daemon, however it ends
         run.pipes = {os.fstat(pipe.fileno()).st_ino for pipe in (run.process.stdout, run.process.stderr) if pipe}
         run.detector = self._new_detector(run.process.pid, time.monotonic(), adapter.stack_kind)
         run.task = asyncio.create_task(self._supervise(run), name=f"test-run-{run_id}")
@@ -155,6 +166,8 @@ class TestRunner:
     async def close(self) -> None:
         """Kill every running test (daemon shutdown)."""
         await asyncio.gather(*(self.cancel(run.id) for run in list(self._runs.values()) if not run.done.is_set()))
+        if self._own_reaper:
+            await asyncio.to_thread(self._reaper.close)
 
     # ---- the run ----
 
@@ -187,6 +200,7 @@ class TestRunner:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(run.process.pid, signal.SIGKILL)
                 run.process.wait()
+            self._reaper.let_go_group(run.process.pid)  # nothing of the group is left, the leader is reaped
             if run.log_file:
                 run.log_file.close()
             run.done.set()
