@@ -125,7 +125,8 @@ class SessionManager:
         self.launching = Launching(services, self.sessions,
                                    _Events(services, self.lifecycle, CrashStorage(services), self.children))
         self.reads = SessionReads(services, self.sessions)
-        self.tests = TestRuns(services.paths.home, services.writer.call, services.reader.run, self._attach_test)
+        self.tests = TestRuns(services.paths.home, services.writer.call, services.reader.run, self._attach_test,
+                              getattr(services.launcher, "reaper", None))  # a test's fake launcher has none
         self._maintenance: asyncio.Task[None] | None = None
 
     @classmethod

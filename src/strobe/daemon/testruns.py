@@ -17,6 +17,7 @@ from typing import Any
 from strobe.daemon.tracing import parse_patterns
 from strobe.daemon.watches import WatchSpec
 from strobe.errors import ValidationError
+from strobe.instrument.launcher import Reaper
 from strobe.paths import private_dir
 from strobe.store import test_durations
 from strobe.testing import adapters
@@ -50,12 +51,13 @@ class TestRuns:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, home: Path, submit: Submit, read: Read, attach: Attach) -> None:
+    def __init__(self, home: Path, submit: Submit, read: Read, attach: Attach, reaper: Reaper | None = None) -> None:
+        """`reaper`: the launcher's, so one helper process holds both launched programs and test runs."""
         self._dir = home / "tests"
         self._submit, self._read, self._attach = submit, read, attach
         self._durations: dict[tuple[str, str], list[float]] = {}
         self._sessions: dict[str, str] = {}  # test run id -> the session tracing it
-        self.runner = TestRunner(self._dir, baselines=self._baseline, record_durations=self._record)
+        self.runner = TestRunner(self._dir, baselines=self._baseline, record_durations=self._record, reaper=reaper)
 
     async def start(self) -> None:
         self._durations = await self._read(test_durations.load_all)

@@ -402,6 +402,11 @@ class Launcher:
         self._lifeline: tuple[int, int] | None = None  # (read end, write end), opened on first use
         self._reaper = Reaper()
 
+    @property
+    def reaper(self) -> Reaper:
+        """The reaper of this launcher's processes, for test runs to share (the launcher closes it)."""
+        return self._reaper
+
     def _get_device(self) -> Any:
         if self._device is None:
             self._device = frida.get_local_device()
