@@ -9,23 +9,29 @@
 - debug_test with a NUL in an environment value (or `test`), or an environment name that is empty or holds '=', was an
   INTERNAL_ERROR (subprocess's ValueError), and the half-started run then held up the daemon's shutdown for good;
   debug_launch passed such arguments to the program truncated at the NUL. Both refuse them as VALIDATION_ERROR now.
+- A path the kernel will not look up (a name over 255 bytes, a path over 4,095: ENAMETOOLONG) as debug_launch's
+  command, cwd or projectRoot, or debug_test's projectRoot or command, was an INTERNAL_ERROR (Path.exists/is_dir raise
+  it); it is a VALIDATION_ERROR naming the path, wherever the lookup happens.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import mcp_types as types
 import pydantic
 import pytest
+from tests.conftest import StrobeClient
 
 from strobe.daemon.transport import INVALID_REQUEST, socket_streams
-from strobe.mcp.app import MAX_PROBLEMS, describe_validation_error
+from strobe.mcp.app import MAX_PROBLEMS, describe_too_long, describe_validation_error
 from strobe.mcp.models import LaunchRequest, QueryRequest, TestRequest, TraceRequest
 
 
@@ -138,3 +144,30 @@ def test_ordinary_names_and_values_still_pass() -> None:
     launch = LaunchRequest.model_validate({**LAUNCH, "args": ["é", "a b", ""], "env": {"X_1": "", "é": "=v="}})
     assert launch.env == {"X_1": "", "é": "=v="}
     assert TestRequest.model_validate({**TEST, "env": {"PATH": "/bin"}, "test": "t"}).test == "t"
+
+
+# ---- paths too long for the kernel ------------------------------------------------------------------------------
+
+
+def test_a_path_too_long_is_shown_in_a_slice() -> None:
+    message = describe_too_long(OSError(errno.ENAMETOOLONG, "File name too long", "/tmp/" + "b" * 5000))
+    assert message.startswith("A path is longer than the system allows") and len(message) < 400
+    assert "/tmp/bbb" in message and "(5,005 characters)" in message
+
+
+@pytest.mark.anyio
+async def test_a_path_too_long_for_the_kernel_is_a_validation_error(strobe: StrobeClient, tmp_path: Path) -> None:
+    project = str(tmp_path)
+    long_name, long_path = f"{tmp_path}/{'b' * 300}/x", "a/" * 2040  # the second is joined to projectRoot
+    cases: list[tuple[str, dict[str, Any]]] = [
+        ("debug_launch", {"command": long_name, "projectRoot": project}),
+        ("debug_launch", {"command": long_path, "projectRoot": project}),
+        ("debug_launch", {"command": "/bin/true", "projectRoot": project, "cwd": long_name}),
+        ("debug_launch", {"command": "/bin/true", "projectRoot": long_name}),
+        ("debug_test", {"projectRoot": long_name, "framework": "generic", "command": "true"}),
+        ("debug_test", {"projectRoot": project, "framework": "generic", "command": long_path}),
+    ]
+    for tool, arguments in cases:
+        error = await strobe.error(tool, **arguments)
+        assert error.code == "VALIDATION_ERROR", (tool, arguments, error)
+        assert "longer than the system allows" in error.message, (tool, error.message)

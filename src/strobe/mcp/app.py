@@ -7,6 +7,7 @@ back as results with isError set and {"error": {"code", "message"}} so the agent
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import logging
 import time
@@ -86,6 +87,13 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
 
 
+def describe_too_long(exc: OSError) -> str:
+    path = str(exc.filename or "")
+    shown = _clip(path, 160)
+    return (f"A path is longer than the system allows (a name over 255 bytes, or a whole path over 4,095): '{shown}'. "
+            "Pass a shorter path (a relative command is joined to cwd or projectRoot first).")
+
+
 def _error_result(code: str, message: str) -> types.CallToolResult:
     payload = {"error": {"code": code, "message": message}}
     return types.CallToolResult(
@@ -122,6 +130,10 @@ def build_server(context: ToolContext, on_activity: Callable[[int], None]) -> Se
             log.info("%s -> %s: %s", tool.name, exc.code, exc.message)
             return _error_result(exc.code, exc.message)
         except Exception as exc:
+            if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:  # the caller's path, wherever looked up
+                message = describe_too_long(exc)
+                log.info("%s -> %s: %s", tool.name, ErrorCode.VALIDATION_ERROR, message)
+                return _error_result(ErrorCode.VALIDATION_ERROR, message)
             log.exception("%s failed", tool.name)
             return _error_result(
                 ErrorCode.INTERNAL_ERROR,
