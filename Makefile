@@ -27,6 +27,10 @@ bench: setup
 chaos: setup
 	$(VENV)/bin/python -m chaos
 
+.PHONY: fuzz
+fuzz: setup  # every tool fuzzed through a real strobe mcp, thousands of calls (tests/e2e/test_fuzz_tools.py)
+	STROBE_FUZZ_EXAMPLES=$${STROBE_FUZZ_EXAMPLES:-500} $(VENV)/bin/python -m pytest tests/e2e/test_fuzz_tools.py -s -o timeout=0
+
 lint: setup
 	$(VENV)/bin/ruff check src tests examples bench chaos
 	$(VENV)/bin/mypy
