@@ -37,6 +37,9 @@ def test_only_read_only_calls_are_safe_to_repeat() -> None:
         assert _classify({"id": 1, "method": method}) == (method, True)
     assert _classify({"id": 1, "method": "tools/call", "params": "junk"}) == ("None", False)
     assert _classify({"id": 1, "method": "sampling/createMessage"})[1] is False
+    # a method or tool name that is not a string is never safe, and never an error in the proxy
+    assert _classify({"id": 1, "method": ["tools/call"]}) == ("['tools/call']", False)
+    assert _classify({"id": 1, "method": "tools/call", "params": {"name": {"x": 1}}}) == ("{'x': 1}", False)
 
 
 def test_leading_id() -> None:

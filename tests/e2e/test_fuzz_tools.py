@@ -1009,10 +1009,6 @@ def report(harness: Harness, setup_calls: int, elapsed: float) -> None:
         print(f"   {line[:300]}")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "daemon/proxy.py, _classify: a request whose method, or a tools/call whose params.name, is a list or an object "
-    "raises TypeError (unhashable) in the proxy's stdin thread: that connection never answers again, and `strobe mcp` "
-    "no longer exits when its stdin closes. Found by the fuzz; proxy.py is not this test's to fix."))
 def test_a_method_or_tool_name_of_the_wrong_type_is_answered(strobe_home: Path, tmp_path: Path) -> None:
     answered = []
     messages: list[dict[str, Any]] = [{"method": ["tools/call"]}, {"method": "tools/call", "params": {"name": ["x"]}}]

@@ -100,9 +100,11 @@ def _succeeded(reply: dict[str, Any]) -> bool:
 
 
 def _classify(message: dict[str, Any]) -> tuple[str, bool]:
+    """(what the request is called, whether it is safe to send again). A method or tool name that is not a string
+    (a list, an object: the daemon refuses it) is never safe."""
     method = message.get("method")
     if method != "tools/call":
-        return str(method), method in SAFE_METHODS
+        return str(method)[:MAX_ECHOED_ID], isinstance(method, str) and method in SAFE_METHODS
     params = message.get("params")
     params = params if isinstance(params, dict) else {}
     name = params.get("name")
@@ -110,7 +112,7 @@ def _classify(message: dict[str, Any]) -> tuple[str, bool]:
     arguments = arguments if isinstance(arguments, dict) else {}
     if name == "debug_read":
         return "debug_read", arguments.get("poll") is None
-    return str(name), name in SAFE_TOOLS
+    return str(name)[:MAX_ECHOED_ID], isinstance(name, str) and name in SAFE_TOOLS
 
 
 def _usable_id(value: Any) -> bool:
