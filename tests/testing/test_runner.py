@@ -314,6 +314,14 @@ def test_the_kept_history_holds_across_restarts_and_goes_with_a_traced_runs_sess
     assert sorted(p.name for p in details.iterdir()) == ["run-2.log", "run-4.log"]
 
 
+async def test_a_command_the_os_refuses_to_start_fails_the_run_instead_of_wedging_it(tmp_path: Path) -> None:
+    runner = Runner(tmp_path / "details")
+    run_id = await runner.start(FakeAdapter(), Command(["/bin/echo", "a\x00b"], tmp_path))
+    status = await runner.status(run_id, wait_s=5)
+    assert status["status"] == "failed" and "Could not start the tests" in status["error"], status
+    await asyncio.wait_for(runner.close(), 10)  # nothing left waiting on a run that never started
+
+
 async def test_close_kills_every_running_test(tmp_path: Path) -> None:
     runner = Runner(tmp_path / "details")
     body = "print('START waits', flush=True)\ntime.sleep(600)\n"

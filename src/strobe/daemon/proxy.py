@@ -115,6 +115,12 @@ def _classify(message: dict[str, Any]) -> tuple[str, bool]:
     return str(name)[:MAX_ECHOED_ID], isinstance(name, str) and name in SAFE_TOOLS
 
 
+def _answerable_id(value: Any) -> bool:
+    """An id MCP allows (a string or an integer): the daemon answers under it. Any other it answers with id null,
+    so the proxy does not wait for it."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
 def _usable_id(value: Any) -> bool:
     return (isinstance(value, str) and len(value) <= MAX_ECHOED_ID) or (
         isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63)
@@ -265,7 +271,7 @@ class Proxy:
                     with self._lock:
                         if method in ("initialize", "notifications/initialized"):
                             self._handshake.append(line)
-                        if "id" in message and method is not None:
+                        if "id" in message and method is not None and _answerable_id(message["id"]):
                             name, safe = _classify(message)
                             pending = _Pending(message["id"], line, name, safe, stages=_stages(message))
                             self._pending[json.dumps(message["id"])] = pending

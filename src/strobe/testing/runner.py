@@ -126,7 +126,7 @@ class TestRunner:
         try:
             run.process = subprocess.Popen(command.argv, cwd=command.cwd, env=env, stdin=subprocess.DEVNULL,
                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-        except OSError as exc:
+        except (OSError, ValueError, TypeError) as exc:  # ValueError: a NUL or a bad name slipped through
             run.fail(_spawn_error(command, exc))
             run.done.set()
             return run_id
@@ -466,7 +466,7 @@ def _remove_run_files(details: Path) -> None:
     details.with_suffix(SESSION_SUFFIX).unlink(missing_ok=True)
 
 
-def _spawn_error(command: TestCommand, exc: OSError) -> str:
+def _spawn_error(command: TestCommand, exc: Exception) -> str:
     program = command.argv[0]
     if isinstance(exc, FileNotFoundError) and not command.cwd.is_dir():
         return f"The project directory {command.cwd} does not exist: pass the project's root as projectRoot."
