@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import anyio
 from bench.harness import Strobe, client, poll, shutdown
+from tests.conftest import processes_under
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGETS = ROOT / "tests" / "targets"
@@ -41,25 +42,6 @@ def build(name: str, out_dir: Path) -> Path:
     if not out.exists():
         subprocess.run(["gcc", "-g", "-O0", "-pthread", "-o", str(out), str(TARGETS / f"{name}.c")], check=True)
     return out
-
-
-def processes_under(home: Path) -> list[int]:
-    """Pids whose environment names this STROBE_HOME (the daemon and what it launched), zombies aside."""
-    marker = f"STROBE_HOME={home}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except (OSError, IndexError):
-            continue
-        shared_helper = len(argv) > 1 and argv[1] == b"--background"  # Frida's per-user helper, not ours
-        if state != "Z" and marker in environ and not shared_helper:
-            found.append(int(entry.name))
-    return found
 
 
 def _describe(pid: int) -> str:
