@@ -1,0 +1,616 @@
+"""The functions of a JavaScript/TypeScript project, found from source with tree-sitter before Node runs it.
+
+Every function a user can name is one `JsFunction`: where it is, its parameters, and the character offsets
+of its body that `js_transform.wrap_functions` rewrites when Node loads the file. `name` is what a trace
+pattern matches, dotted like a Python pattern, without the module (that is `module`, the file's stem):
+
+    function login() {}                     login          (`export function`, `export default function login` too)
+    const f = () => {}  /  let  /  var      f              (a function or arrow assigned to a name; the name
+    exports.f = function () {}              f               wins over a function expression's own name:
+    module.exports.f = …                    f               `const g = function h() {}` is `g`)
+    module.exports = { f() {} }             f
+    module.exports = function () {}         default        (a named function or class keeps its own name)
+    export default () => {}                 default        (`export default { m() {} }` gives `default.m`)
+    class User { save() {} }                User.save      (static methods too: `is_static` tells them apart)
+    class User { constructor() {} }         User.constructor
+    class User { get total() {} }           User.total     (getter and setter share the property's name;
+                                                            `kind` is "getter" / "setter")
+    class User { #hash() {} }               User.#hash     (private names keep their `#`, as V8 prints them)
+    class User { onClick = () => {} }       User.onClick   (class fields holding a function)
+    const api = { get() {}, put: () => {} } api.get        (object literals are named by what holds them,
+                                            api.put         nested ones too: `api.v1.get`)
+    Foo.prototype.bar = function () {}      Foo.bar        (`prototype` is left out of member paths)
+    function Foo() { this.bar = () => {} }  Foo.bar        (`this.x` is named after the class or function
+                                                            whose `this` it is)
+    function outer() { function inner() {} }   outer.inner   (nesting: enclosing functions, classes, objects
+                                                              and TypeScript namespaces)
+
+Not indexed: anonymous callbacks (`items.map(x => x * 2)`, `setTimeout(function () {}, 1)`), methods with a
+computed or non-identifier key (`[Symbol.iterator]() {}`, `"a b"() {}`, `0() {}`), overload signatures, abstract
+methods and `declare`d functions (no body), and `.d.ts` files. An anonymous function is transparent: the named
+functions inside `describe("x", () => { function helper() {} })` are named as if it were not there (`helper`).
+
+    functions = index_source(Path("src/auth.ts").read_text(), "src/auth.ts")
+    [(f.name, f.line) for f in functions]           # [("login", 3), ("Session.refresh", 12), ...]
+    index = index_project(Path("/proj"))            # every .js .cjs .mjs .jsx .ts .mts .cts .tsx outside
+    index.skipped                                   #   node_modules and dot-directories, bounded
+    # (("/proj/src/broken.js", "syntax error at line 4, column 9 ..."), ...)
+
+Offsets (`body_start`, `body_end`, `prologue_end`) count characters of the Python str, not tree-sitter's UTF-8
+bytes. A file with a syntax error gives no functions: `index_source` raises `JsSourceError`, `index_project`
+lists it in `skipped`; nothing tree-sitter recovered around the error is trusted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from itertools import compress
+from operator import attrgetter
+from pathlib import Path
+from re import Pattern
+from typing import Literal
+
+import tree_sitter
+import tree_sitter_javascript
+import tree_sitter_typescript
+
+Dialect = Literal["js", "ts", "tsx"]
+Kind = Literal["function", "arrow", "method", "getter", "setter", "constructor"]
+
+SUFFIXES: dict[str, Dialect] = {
+    ".js": "js", ".cjs": "js", ".mjs": "js", ".jsx": "js",
+    ".ts": "ts", ".mts": "ts", ".cts": "ts",
+    ".tsx": "tsx",
+}  # fmt: skip
+DECLARATION_SUFFIXES = (".d.ts", ".d.mts", ".d.cts")  # types only: no function has a body
+MAX_FILES = 20_000  # source files indexed per project; the walk stops there
+MAX_FILE_BYTES = 1024 * 1024  # bigger files are bundles or generated code, not what a user traces by name
+
+
+@dataclass(frozen=True, slots=True)
+class JsFunction:
+    name: str  # what patterns match: "login", "User.save", "api.get", "outer.inner", "default"
+    module: str  # the file's stem ("auth" for src/auth.ts); an index.* file is named after its directory
+    file: str  # absolute path
+    line: int  # 1-based line where the function starts (after a method's decorators)
+    column: int  # 1-based, in characters, of that start (as a Node stack trace counts, outside astral characters)
+    end_line: int
+    kind: Kind
+    is_async: bool
+    is_generator: bool  # function* / async function* / *method(): not traced by js_transform yet
+    is_arrow: bool
+    is_static: bool  # a static method, or a function held by a static class field
+    expression_body: bool  # an arrow without braces: `x => x + 1`
+    body_start: int  # source[body_start:body_end] is the body: "{...}" with both braces, or the arrow's expression
+    body_end: int
+    prologue_end: int  # after the body's directives ("use strict"; ...), body_start + 1 without any; == body_start
+    # for an expression body. A wrapper is inserted here so that the directives keep applying to the function.
+    params: tuple[str, ...] | None  # parameter names when each is a plain identifier (defaults allowed, `...args`
+    # gives "args", TypeScript's `this:` parameter is left out); None when one is destructured
+    has_rest: bool  # the last of `params` is a rest parameter
+    redeclared_params: tuple[str, ...]  # parameters (and `arguments`) the body declares again with `var`
+    this_unreadable: bool  # reading `this` on entry can throw: a derived class's constructor (before super())
+    # or an arrow whose `this` is that constructor's
+
+
+class JsSourceError(ValueError):
+    """A source file that cannot be indexed: `path` and a `reason` written for the caller."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+_FUNCTIONS = frozenset({
+    "function_declaration", "generator_function_declaration", "function_expression", "generator_function",
+    "arrow_function", "method_definition",
+})  # fmt: skip
+_GENERATORS = frozenset({"generator_function_declaration", "generator_function"})
+_CLASSES = frozenset({"class_declaration", "abstract_class_declaration", "class"})
+_NAMESPACES = frozenset({"internal_module", "module"})  # TypeScript `namespace N {}` / `module N {}`
+_CONTAINERS = _FUNCTIONS | _CLASSES | _NAMESPACES | {"object"}
+_WRAPPERS = frozenset({
+    "parenthesized_expression", "as_expression", "satisfies_expression", "non_null_expression", "type_assertion",
+})  # fmt: skip
+_FIELDS = frozenset({"field_definition", "public_field_definition"})
+_QUERY = """
+[(function_declaration) (generator_function_declaration) (function_expression) (generator_function)
+ (arrow_function) (method_definition)] @function
+(variable_declaration (variable_declarator name: (_) @var))
+(for_in_statement kind: "var" left: (_) @var)
+"""
+_Path = tuple[str, ...]  # name segments; () is a transparent container (`module.exports = {...}`)
+_EXPORTS: _Path = ()
+
+
+@cache
+def _language(dialect: Dialect) -> tuple[tree_sitter.Language, tree_sitter.Query]:
+    if dialect == "js":
+        language = tree_sitter.Language(tree_sitter_javascript.language())
+    elif dialect == "ts":
+        language = tree_sitter.Language(tree_sitter_typescript.language_typescript())
+    else:
+        language = tree_sitter.Language(tree_sitter_typescript.language_tsx())
+    return language, tree_sitter.Query(language, _QUERY)
+
+
+def dialect_of(path: str | os.PathLike[str]) -> Dialect | None:
+    """The grammar for a file by its suffix: "js" (JSX included), "ts" or "tsx"; None for any other file."""
+    return SUFFIXES.get(os.path.splitext(os.fspath(path))[1].lower())
+
+
+def module_of(path: str | os.PathLike[str]) -> str:
+    """The module name of a file: its stem (`src/auth.ts` → "auth", `a/b.test.js` → "b.test"); an `index.*`
+    file is its directory (`src/auth/index.ts` → "auth")."""
+    file = Path(os.path.abspath(path))
+    return (file.parent.name or file.stem) if file.stem == "index" else file.stem
+
+
+def _text(node: tree_sitter.Node | None) -> str:
+    return node.text.decode("utf-8", "surrogatepass") if node is not None and node.text is not None else ""
+
+
+def _key_name(key: tree_sitter.Node | None) -> str | None:
+    """The name a property key gives: identifiers and #private names as written, a string's text when it is
+    an identifier; None for computed, numeric and other keys (no dotted name can hold them)."""
+    if key is None:
+        return None
+    if key.type in ("property_identifier", "private_property_identifier", "identifier"):
+        return _text(key)
+    if key.type == "string":
+        inner = _text(key)[1:-1]
+        return inner if inner.replace("$", "_").isidentifier() else None
+    return None
+
+
+def _member_path(node: tree_sitter.Node) -> _Path | None:
+    """`a.b.c` → ("a", "b", "c"), `this.x` → ("this", "x"); None when any part is computed or called."""
+    parts: list[str] = []
+    while node.type == "member_expression":
+        prop = _key_name(node.child_by_field_name("property"))
+        inner = node.child_by_field_name("object")
+        if prop is None or inner is None:
+            return None
+        parts.append(prop)
+        node = inner
+    if node.type not in ("identifier", "this"):
+        return None
+    parts.append(_text(node))
+    path = parts[::-1]
+    if path[:2] == ["module", "exports"]:
+        path = path[2:]
+    elif path[0] == "exports":
+        path = path[1:]
+    return tuple(part for part in path if part != "prototype")
+
+
+def _same(a: tree_sitter.Node | None, b: tree_sitter.Node) -> bool:
+    return a is not None and a.id == b.id
+
+
+def _held_as(node: tree_sitter.Node) -> _Path | None:
+    """The name an expression (function, arrow, class or object) takes from what holds it, or None."""
+    child, parent = node, node.parent
+    while parent is not None and parent.type in _WRAPPERS:
+        child, parent = parent, parent.parent
+    if parent is None:
+        return None
+    if parent.type == "variable_declarator" and _same(parent.child_by_field_name("value"), child):
+        target = parent.child_by_field_name("name")
+        return (_text(target),) if target is not None and target.type == "identifier" else None
+    if parent.type == "assignment_expression" and _same(parent.child_by_field_name("right"), child):
+        left = parent.child_by_field_name("left")
+        return _member_path(left) if left is not None else None
+    if parent.type == "pair" and _same(parent.child_by_field_name("value"), child):
+        key = _key_name(parent.child_by_field_name("key"))
+        return (key,) if key is not None else None
+    if parent.type in _FIELDS and _same(parent.child_by_field_name("value"), child):
+        key = _key_name(parent.child_by_field_name("property") or parent.child_by_field_name("name"))
+        return (key,) if key is not None else None
+    if parent.type == "export_statement" and _same(parent.child_by_field_name("value"), child):
+        return ("default",)
+    return None
+
+
+def _own_path(node: tree_sitter.Node) -> _Path | None:
+    """The segments a function, class or object adds to the names inside it: None when anonymous."""
+    if node.type == "method_definition":
+        key = _key_name(node.child_by_field_name("name"))
+        return (key,) if key is not None else None
+    if node.type in ("function_declaration", "generator_function_declaration", "class_declaration",
+                     "abstract_class_declaration") or node.type in _NAMESPACES:  # fmt: skip
+        name = node.child_by_field_name("name")
+        return (_text(name),) if name is not None and name.type != "string" else None  # declare module "x" {}
+    held = _held_as(node)
+    own = node.child_by_field_name("name") if node.type != "object" else None
+    if held == _EXPORTS and node.type != "object":  # module.exports = function () {}
+        return (_text(own),) if own is not None else ("default",)
+    return held if held is not None or own is None else (_text(own),)
+
+
+def _tokens(node: tree_sitter.Node) -> set[str]:
+    return {child.type for child in node.children if not child.is_named or child.type == "override_modifier"}
+
+
+_BINDING_PART = {"pair_pattern": "value", "assignment_pattern": "left", "object_assignment_pattern": "left",
+                 "required_parameter": "pattern", "optional_parameter": "pattern"}  # fmt: skip
+
+
+def _bindings(node: tree_sitter.Node | None, names: list[str]) -> None:
+    """Append the identifiers a parameter list or a `var` pattern binds (not those its defaults or types read)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if current is None:
+            continue
+        kind = current.type
+        if kind in ("identifier", "shorthand_property_identifier_pattern"):
+            names.append(_text(current))
+        elif kind in _BINDING_PART:
+            stack.append(current.child_by_field_name(_BINDING_PART[kind]))
+        elif kind in ("object_pattern", "array_pattern", "rest_pattern", "formal_parameters"):
+            stack += reversed(current.named_children)
+
+
+def _params(node: tree_sitter.Node) -> tuple[tuple[str, ...] | None, bool]:
+    """(plain parameter names or None when one is destructured, whether the last is a rest parameter)."""
+    single = node.child_by_field_name("parameter")  # x => ...
+    if single is not None:
+        return (_text(single),), False
+    names: list[str] = []
+    rest = False
+    formal = node.child_by_field_name("parameters")
+    for param in formal.named_children if formal is not None else []:
+        target: tree_sitter.Node | None = param
+        if param.type in ("required_parameter", "optional_parameter"):
+            target = param.child_by_field_name("pattern")
+        elif param.type == "assignment_pattern":
+            target = param.child_by_field_name("left")
+        if target is None or target.type in ("comment", "decorator", "this"):
+            continue  # TypeScript's `this: T` is a type, not a parameter
+        rest = target.type == "rest_pattern"
+        if rest:
+            target = next((c for c in target.named_children if c.type != "comment"), None)
+        if target is None or target.type != "identifier":
+            return None, False
+        names.append(_text(target))
+    return tuple(names), rest
+
+
+def _first_error(root: tree_sitter.Node) -> tree_sitter.Node:
+    node = root
+    while True:
+        for child in node.children:
+            if child.is_error or child.is_missing:
+                return child
+            if child.has_error:
+                node = child
+                break
+        else:
+            return node
+
+
+def _syntax_reason(root: tree_sitter.Node, dialect: Dialect) -> str:
+    error = _first_error(root)
+    line, column = error.start_point.row + 1, error.start_point.column + 1
+    if error.is_missing:
+        what = f"missing `{error.type}`"
+    else:
+        snippet = " ".join(_text(error).split())
+        what = f"unexpected `{snippet[:40]}{'…' if len(snippet) > 40 else ''}`"
+    grammar = {"js": "JavaScript (JSX included)", "ts": "TypeScript", "tsx": "TSX"}[dialect]
+    return (
+        f"syntax error at line {line}, column {column} ({what}) when read as {grammar}: not indexed, its functions "
+        "cannot be traced by name. Fix the syntax; if Node runs the file as it is, it uses syntax the tree-sitter "
+        "grammar does not know yet (or a type syntax such as Flow)."
+    )
+
+
+class _CharOffsets:
+    """tree-sitter's UTF-8 byte offsets → offsets in the Python str, converted in one pass over sorted offsets."""
+
+    def __init__(self, text: str, data: bytes) -> None:
+        self._ascii = len(text) == len(data)
+        self._data = data
+        self._known: dict[int, int] = {}
+
+    def prepare(self, offsets: Iterable[int]) -> None:
+        if self._ascii:
+            return
+        previous_byte, previous_char = 0, 0
+        for offset in sorted(set(offsets)):
+            previous_char += len(self._data[previous_byte:offset].decode("utf-8", "surrogatepass"))
+            self._known[offset] = previous_char
+            previous_byte = offset
+
+    def __call__(self, offset: int) -> int:
+        if self._ascii:
+            return offset
+        known = self._known.get(offset)
+        return known if known is not None else len(self._data[:offset].decode("utf-8", "surrogatepass"))
+
+
+class _Namer:
+    """Names of functions, classes and objects, each container's computed once."""
+
+    def __init__(self) -> None:
+        self._full: dict[int, _Path] = {}
+
+    def full(self, node: tree_sitter.Node) -> _Path:
+        """The whole name of a container: its enclosing containers' names, then its own (if it has one)."""
+        chain: list[tree_sitter.Node] = []
+        current: tree_sitter.Node | None = node
+        while current is not None and current.id not in self._full:
+            if current.type in _CONTAINERS:
+                chain.append(current)
+            current = current.parent
+        base = self._full[current.id] if current is not None else ()
+        for container in reversed(chain):
+            own = _own_path(container)
+            if own and own[0] == "this":
+                base = self._this_owner(container) + own[1:]
+            elif own is not None:
+                base = base + own
+            self._full[container.id] = base
+        return self._full[node.id] if node.type in _CONTAINERS else base
+
+    def _this_owner(self, node: tree_sitter.Node) -> _Path:
+        """The name of what `this` is where `node` is: the class or object of the nearest method, or the
+        nearest non-arrow function; a class field's or static block's class. Ancestors are named already."""
+        current = node.parent
+        while current is not None:
+            if current.type == "class_body" and current.parent is not None:  # a field or a static block
+                return self.full(current.parent)
+            if current.type == "method_definition" and current.parent is not None:
+                holder = current.parent  # an object, or a class body
+                return self.full(holder.parent if holder.type == "class_body" and holder.parent else holder)
+            if current.type in _FUNCTIONS and current.type != "arrow_function":
+                return self.full(current)
+            current = current.parent
+        return ()
+
+
+def _derived_constructor(node: tree_sitter.Node) -> bool:
+    if node.type != "method_definition" or _text(node.child_by_field_name("name")) != "constructor":
+        return False
+    body, cls = node.parent, node.parent.parent if node.parent is not None else None
+    if body is None or body.type != "class_body" or cls is None:
+        return False
+    heritage = next((child for child in cls.named_children if child.type == "class_heritage"), None)
+    if heritage is None:
+        return False
+    return any(c.type in ("extends", "extends_clause") for c in heritage.children)
+
+
+def _this_unreadable(node: tree_sitter.Node) -> bool:
+    current: tree_sitter.Node | None = node
+    while current is not None and current.type == "arrow_function":
+        current = current.parent
+        while current is not None and current.type not in _FUNCTIONS and current.type != "class_body":
+            current = current.parent
+    return current is not None and _derived_constructor(current)
+
+
+def _prologue_end(body: tree_sitter.Node) -> int:
+    """Byte offset after the body's directive prologue (`"use strict";`), or just after `{` without one."""
+    end = body.start_byte + 1
+    for statement in body.named_children:
+        if statement.type == "comment":
+            continue
+        parts = [child for child in statement.named_children if child.type != "comment"]
+        if statement.type != "expression_statement" or len(parts) != 1 or parts[0].type != "string":
+            break
+        end = statement.end_byte
+    return end
+
+
+def _start(node: tree_sitter.Node) -> tree_sitter.Node:
+    """The function's first token: a method's decorators are left out."""
+    return next((child for child in node.children if child.type not in ("decorator", "comment")), node)
+
+
+def index_source(text: str, path: str | os.PathLike[str], *, dialect: Dialect | None = None) -> list[JsFunction]:
+    """The named functions of `text` (the source of `path`) in source order, read with the grammar of
+    `path`'s suffix unless `dialect` says otherwise. Raises JsSourceError for a syntax error or an unknown
+    suffix; nothing is indexed from such a file."""
+    file = os.path.abspath(path)
+    dialect = dialect or dialect_of(file)
+    if dialect is None:
+        raise JsSourceError(file, f"not a JavaScript or TypeScript file: expected one of {', '.join(SUFFIXES)}, "
+                                  "or pass dialect='js', 'ts' or 'tsx'")  # fmt: skip
+    data = text.encode("utf-8", "surrogatepass")
+    language, query = _language(dialect)
+    tree = tree_sitter.Parser(language).parse(data)
+    if tree.root_node.has_error:
+        raise JsSourceError(file, _syntax_reason(tree.root_node, dialect))
+    captures = tree_sitter.QueryCursor(query).captures(tree.root_node)
+    redeclared = _redeclared(captures.get("var", []))
+    namer, module = _Namer(), module_of(file)
+    found: list[tuple[tree_sitter.Node, str, tree_sitter.Node]] = []
+    for node in sorted(captures.get("function", []), key=attrgetter("start_byte")):
+        body = node.child_by_field_name("body")
+        own = _own_path(node)
+        if body is None or own is None:
+            continue
+        found.append((node, ".".join(namer.full(node)), body))
+    offsets = _CharOffsets(text, data)
+    offsets.prepare(
+        offset
+        for node, _, body in found
+        for start in (_start(node),)
+        for offset in (start.start_byte - start.start_point.column, start.start_byte, body.start_byte,
+                       body.end_byte, _prologue_end(body) if body.type == "statement_block" else body.start_byte)
+    )  # fmt: skip
+    return [_function(node, name, body, module, file, offsets, redeclared) for node, name, body in found]
+
+
+def _redeclared(declared: Sequence[tree_sitter.Node]) -> dict[int, set[str]]:
+    """Function node id → the names its body declares with `var` (hoisted to it through blocks)."""
+    by_function: dict[int, set[str]] = {}
+    for pattern in declared:
+        owner = pattern.parent
+        while owner is not None and owner.type not in _FUNCTIONS and owner.type != "class_static_block":
+            owner = owner.parent
+        if owner is not None and owner.type in _FUNCTIONS:
+            names: list[str] = []
+            _bindings(pattern, names)
+            by_function.setdefault(owner.id, set()).update(names)
+    return by_function
+
+
+def _function(
+    node: tree_sitter.Node,
+    name: str,
+    body: tree_sitter.Node,
+    module: str,
+    file: str,
+    offsets: _CharOffsets,
+    redeclared: dict[int, set[str]],
+) -> JsFunction:
+    tokens = _tokens(node)
+    is_arrow = node.type == "arrow_function"
+    kind: Kind = "arrow" if is_arrow else "function"
+    if node.type == "method_definition":
+        is_static = "static" in tokens
+        in_class = node.parent is not None and node.parent.type == "class_body"
+        kind = "getter" if "get" in tokens else "setter" if "set" in tokens else "method"
+        if in_class and not is_static and _key_name(node.child_by_field_name("name")) == "constructor":
+            kind = "constructor"
+    else:
+        holder = node.parent
+        while holder is not None and holder.type in _WRAPPERS:
+            holder = holder.parent
+        is_static = holder is not None and holder.type in _FIELDS and "static" in _tokens(holder)
+    params, has_rest = _params(node)
+    bound: list[str] = [] if is_arrow else ["arguments"]
+    _bindings(node.child_by_field_name("parameters") or node.child_by_field_name("parameter"), bound)
+    start = _start(node)
+    start_char = offsets(start.start_byte)
+    body_start = offsets(body.start_byte)
+    block = body.type == "statement_block"
+    return JsFunction(
+        name=name,
+        module=module,
+        file=file,
+        line=start.start_point.row + 1,
+        column=start_char - offsets(start.start_byte - start.start_point.column) + 1,
+        end_line=node.end_point.row + 1,
+        kind=kind,
+        is_async="async" in tokens,
+        is_generator=node.type in _GENERATORS or "*" in tokens,
+        is_arrow=is_arrow,
+        is_static=is_static,
+        expression_body=not block,
+        body_start=body_start,
+        body_end=offsets(body.end_byte),
+        prologue_end=offsets(_prologue_end(body)) if block else body_start,
+        params=params,
+        has_rest=has_rest,
+        redeclared_params=tuple(n for n in dict.fromkeys(bound) if n in redeclared.get(node.id, ())),
+        this_unreadable=_this_unreadable(node),
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class JsIndex:
+    """The functions of a project, file by file in walk order, each file's in source order, with what was
+    left out: `skipped` (path, reason) per file, `notes` for limits that cut the walk short.
+
+    Offers what `patterns.Pattern.positions` needs (`matching`, `matching_files`)."""
+
+    functions: tuple[JsFunction, ...]
+    skipped: tuple[tuple[str, str], ...] = ()
+    notes: tuple[str, ...] = ()
+    files: int = 0  # files indexed
+    _by_file: dict[str, list[int]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        by_file: dict[str, list[int]] = {}
+        for position, function in enumerate(self.functions):
+            by_file.setdefault(function.file, []).append(position)
+        object.__setattr__(self, "_by_file", by_file)
+
+    def matching(self, pattern: Pattern[str]) -> list[int]:
+        """Positions of the functions whose whole `name` matches `pattern`."""
+        names = map(attrgetter("name"), self.functions)
+        return list(compress(range(len(self.functions)), map(pattern.fullmatch, names)))
+
+    def matching_files(self, predicate: Callable[[str | None], bool]) -> list[int]:
+        """Positions of the functions whose file satisfies `predicate`, called once per file."""
+        return sorted(p for file, positions in self._by_file.items() if predicate(file) for p in positions)
+
+    def at(self, positions: Sequence[int]) -> list[JsFunction]:
+        return [self.functions[position] for position in positions]
+
+    def __len__(self) -> int:
+        return len(self.functions)
+
+
+def _source_files(root: str, include_node_modules: bool, max_files: int) -> tuple[list[str], bool]:
+    """The JS/TS files under `root` in walk order (a directory's files by name, then its subdirectories by
+    name; dot-directories and, unless asked, node_modules left out; symlinked directories not followed), and
+    whether `max_files` cut the list short."""
+    files: list[str] = []
+    for directory, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and (include_node_modules or d != "node_modules"))
+        for name in sorted(names):
+            if dialect_of(name) is None or name.endswith(DECLARATION_SUFFIXES):
+                continue
+            if len(files) == max_files:
+                return files, True
+            files.append(os.path.join(directory, name))
+    return files, False
+
+
+def _size(count: int) -> str:
+    return f"{count / 1024:.0f} KiB" if count < 1024 * 1024 else f"{count / 1024 / 1024:.1f} MiB"
+
+
+def index_project(
+    root: Path,
+    *,
+    include_node_modules: bool = False,
+    max_files: int = MAX_FILES,
+    max_file_bytes: int = MAX_FILE_BYTES,
+) -> JsIndex:
+    """Index every .js .cjs .mjs .jsx .ts .mts .cts .tsx file under `root`, except `.d.ts` files, dot-directories
+    (.git, .next, .cache, …) and node_modules (unless `include_node_modules`). `dist/` and `build/` are indexed:
+    compiled output is what `node dist/index.js` runs. Files over `max_file_bytes` (bundles, generated code),
+    unreadable, not UTF-8 or with a syntax error are listed in `skipped`; the walk stops after `max_files`
+    files, which a note says. A leading BOM is dropped, as Node's CommonJS loader does."""
+    top = os.path.abspath(root)
+    paths, truncated = _source_files(top, include_node_modules, max_files)
+    functions: list[JsFunction] = []
+    skipped: list[tuple[str, str]] = []
+    indexed = 0
+    for path in paths:
+        try:
+            size = os.path.getsize(path)
+            if size > max_file_bytes:
+                skipped.append((path, f"{_size(size)}, over the {_size(max_file_bytes)} limit: a bundle or generated "
+                                      "code, not indexed"))  # fmt: skip
+                continue
+            with open(path, "rb") as source:
+                text = source.read().decode("utf-8").removeprefix("\ufeff")
+            functions += index_source(text, path)
+            indexed += 1
+        except JsSourceError as error:
+            skipped.append((path, error.reason))
+        except UnicodeDecodeError as error:
+            skipped.append((path, f"not UTF-8 ({error.reason} at byte {error.start}): not indexed; save it as UTF-8"))
+        except OSError as error:
+            skipped.append((path, f"cannot be read ({error.strerror or error}): not indexed; check its permissions"))
+    notes: list[str] = []
+    if truncated:
+        notes.append(
+            f"Stopped after the first {max_files} source files under {top}: files after them (in walk order) were "
+            "not indexed. Point the project root at the application's own directory."
+        )
+    if not paths:
+        where = "" if include_node_modules else " outside node_modules"
+        notes.append(f"No .js/.cjs/.mjs/.jsx/.ts/.mts/.cts/.tsx file under {top}{where} and dot-directories.")
+    return JsIndex(tuple(functions), tuple(skipped), tuple(notes), indexed)
