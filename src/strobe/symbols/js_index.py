@@ -404,13 +404,27 @@ def _prologue_end(body: tree_sitter.Node) -> int:
         parts = [child for child in statement.named_children if child.type != "comment"]
         if statement.type != "expression_statement" or len(parts) != 1 or parts[0].type != "string":
             break
-        end = statement.end_byte
+        end = _end(statement)
     return end
 
 
 def _start(node: tree_sitter.Node) -> tree_sitter.Node:
     """The function's first token: a method's decorators are left out."""
-    return next((child for child in node.children if child.type not in ("decorator", "comment")), node)
+    return next((child for child in node.children if child.type != "decorator" and not child.is_extra), node)
+
+
+def _last_token(node: tree_sitter.Node) -> tree_sitter.Node:
+    """The node's last token. tree-sitter can end a node after a comment that follows it (`{ return 1 }// note`
+    gives a block ending after the comment): comments are left out."""
+    while True:
+        tokens = [child for child in node.children if not child.is_extra]
+        if not tokens:
+            return node
+        node = tokens[-1]
+
+
+def _end(node: tree_sitter.Node) -> int:
+    return _last_token(node).end_byte
 
 
 def index_source(text: str, path: str | os.PathLike[str], *, dialect: Dialect | None = None) -> list[JsFunction]:
@@ -443,7 +457,7 @@ def index_source(text: str, path: str | os.PathLike[str], *, dialect: Dialect | 
         for node, _, body in found
         for start in (_start(node),)
         for offset in (start.start_byte - start.start_point.column, start.start_byte, body.start_byte,
-                       body.end_byte, _prologue_end(body) if body.type == "statement_block" else body.start_byte)
+                       _end(body), _prologue_end(body) if body.type == "statement_block" else body.start_byte)
     )  # fmt: skip
     return [_function(node, name, body, module, file, offsets, redeclared) for node, name, body in found]
 
@@ -498,7 +512,7 @@ def _function(
         file=file,
         line=start.start_point.row + 1,
         column=start_char - offsets(start.start_byte - start.start_point.column) + 1,
-        end_line=node.end_point.row + 1,
+        end_line=_last_token(node).end_point.row + 1,
         kind=kind,
         is_async="async" in tokens,
         is_generator=node.type in _GENERATORS or "*" in tokens,
@@ -506,7 +520,7 @@ def _function(
         is_static=is_static,
         expression_body=not block,
         body_start=body_start,
-        body_end=offsets(body.end_byte),
+        body_end=offsets(_end(body)),
         prologue_end=offsets(_prologue_end(body)) if block else body_start,
         params=params,
         has_rest=has_rest,

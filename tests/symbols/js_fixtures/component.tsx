@@ -1,6 +1,7 @@
 // TSX: components as functions and arrows, props types, callbacks inside JSX.
 const React = {
-  createElement: (type: unknown, props: unknown, ...children: unknown[]) => ({ type, props, children }),
+  createElement: (type: unknown, props: unknown, ...children: unknown[]): unknown =>
+    typeof type === 'function' ? type(props) : { type, props, children },
 };
 
 type Props = { name: string; count?: number };
