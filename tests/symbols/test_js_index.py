@@ -214,6 +214,10 @@ NAMING = [
     ("const f = (() => 1); const g = cond ? () => 1 : () => 2", ["f"]),
     ("function* gen() {} const agen = async function* () {}", ["gen", "agen"]),
     ("class A { static { function inStatic() {} } }", ["A.inStatic"]),
+    ("class A { static() {} get() {} async() {} static static() {} }", ["A.static", "A.get", "A.async", "A.static"]),
+    ("export default function () {}", ["default"]),
+    ("function factory() { return class Made { m() {} } }", ["factory", "factory.Made.m"]),
+    ("exports.handler = async function (event) {}; export const run = async (e) => e", ["handler", "run"]),
 ]  # fmt: skip
 
 
