@@ -305,8 +305,8 @@ def _syntax_reason(root: tree_sitter.Node, dialect: Dialect) -> str:
     grammar = {"js": "JavaScript (JSX included)", "ts": "TypeScript", "tsx": "TSX"}[dialect]
     return (
         f"syntax error at line {line}, column {column} ({what}) when read as {grammar}: not indexed, its functions "
-        "cannot be traced by name. Fix the syntax; if Node runs the file as it is, it uses syntax the tree-sitter "
-        "grammar does not know yet (or a type syntax such as Flow)."
+        "cannot be traced by name. Fix the syntax; if Node runs the file as it is, the tree-sitter grammar does not "
+        "parse this construct (newer syntax, a rare automatic-semicolon case, or types such as Flow's)."
     )
 
 
