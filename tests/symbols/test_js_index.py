@@ -125,12 +125,17 @@ def test_typescript() -> None:
     functions = indexed("typed.ts")
     assert list(functions) == [
         "pick", "format", "identity", "Repository.constructor", "Repository.add", "Repository.names",
-        "UserRepository.validate", "UserRepository.findAsync", "Geometry.distance", "main",
+        "UserRepository.validate", "UserRepository.findAsync", "AuditedRepository.constructor",
+        "AuditedRepository.validate", "Geometry.distance", "main",
     ]  # fmt: skip (overload signatures, the abstract method and `declare function` have no body)
     assert only(functions, "format").line == line_of("typed.ts", "value: number | string")
     assert only(functions, "pick").params == ("obj", "keys")
     assert only(functions, "Repository.add").params == ("item",)  # `this: Repository<T>` is not a parameter
     assert only(functions, "Repository.constructor").params == ("prefix", "limit")  # parameter properties
+    assert only(functions, "Repository.constructor").parameter_properties
+    audited = only(functions, "AuditedRepository.constructor")
+    assert (audited.parameter_properties, audited.this_unreadable) == (True, True)
+    assert not only(functions, "Repository.add").parameter_properties
     assert only(functions, "identity").params == ("value",)
     assert body("typed.ts", only(functions, "identity")) == "value"
     assert only(functions, "UserRepository.findAsync").is_async

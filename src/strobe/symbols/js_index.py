@@ -94,6 +94,7 @@ class JsFunction:
     redeclared_params: tuple[str, ...]  # parameters (and `arguments`) the body declares again with `var`
     this_unreadable: bool  # reading `this` on entry can throw: a derived class's constructor (before super())
     # or an arrow whose `this` is that constructor's
+    parameter_properties: bool  # TypeScript `constructor(private x: T)`: the compiler adds `this.x = x` to the body
 
 
 class JsSourceError(ValueError):
@@ -395,6 +396,14 @@ def _this_unreadable(node: tree_sitter.Node) -> bool:
     return current is not None and _derived_constructor(current)
 
 
+def _has_parameter_properties(node: tree_sitter.Node) -> bool:
+    formal = node.child_by_field_name("parameters")
+    modifiers = ("accessibility_modifier", "readonly", "override_modifier")
+    return formal is not None and any(
+        child.type in modifiers for param in formal.named_children for child in param.children
+    )
+
+
 def _prologue_end(body: tree_sitter.Node) -> int:
     """Byte offset after the body's directive prologue (`"use strict";`), or just after `{` without one."""
     end = body.start_byte + 1
@@ -526,6 +535,7 @@ def _function(
         has_rest=has_rest,
         redeclared_params=tuple(n for n in dict.fromkeys(bound) if n in redeclared.get(node.id, ())),
         this_unreadable=_this_unreadable(node),
+        parameter_properties=kind == "constructor" and _has_parameter_properties(node),
     )
 
 

@@ -24,9 +24,16 @@ whose `this` is that constructor's. Directives ("use strict") stay at the top of
 Only text is inserted, never a newline, and only at a wrapped body's start (after its directives) and end:
 every line keeps its number, and columns move only after an insertion point on those lines. Functions that
 cannot be wrapped with the same meaning are returned in `skipped` with the reason, never changed:
-generators (not traced yet) and functions whose body declares a parameter again with `var` (inside the arrow
-it would be a new variable starting as `undefined`). What differs is what nobody should rely on:
-`fn.toString()`, and the extra frames (the arrow, the runtime) in a stack trace.
+generators (not traced yet), functions whose body declares a parameter again with `var` (inside the arrow
+it would be a new variable starting as `undefined`), and, in TypeScript source, a derived class's constructor
+with parameter properties. What differs is what nobody should rely on: `fn.toString()`, the extra frames in a
+stack trace (the function's name moves to the frame of its first line, the body runs in an anonymous arrow),
+and, for async functions, the extra promise ticks the runtime's `await` takes.
+
+TypeScript: wrap the JavaScript Node runs, after the compiler, whenever one runs before Node: the compiler
+moves code around `super()` (parameter properties; class fields when `useDefineForClassFields` is off) and
+does not keep lines. Wrapping TypeScript source is right only for code that type stripping alone turns into
+JavaScript.
 
     result = wrap_functions(source, [(7, add), (8, load)])
     result.source, [(s.id, s.reason) for s in result.skipped]
@@ -62,6 +69,12 @@ def skip_reason(function: JsFunction) -> str | None:
     """Why `function` cannot be wrapped with its meaning kept, or None when it can."""
     if function.is_generator:
         return GENERATOR_REASON
+    if function.parameter_properties and function.this_unreadable:
+        return (
+            "a derived class's constructor with TypeScript parameter properties: the TypeScript compiler puts "
+            "`this.x = x` after the super() call, which the wrapper moves into an arrow, so `this` would be read "
+            "before super(). Wrap the JavaScript the compiler produced instead"
+        )
     if function.redeclared_params:
         names = ", ".join(function.redeclared_params)
         return (

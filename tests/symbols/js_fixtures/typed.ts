@@ -39,6 +39,16 @@ class UserRepository extends Repository<Named> {
   }
 }
 
+class AuditedRepository extends UserRepository {
+  constructor(private readonly log: string[]) {
+    super('audited:');
+  }
+  validate(item: Named): boolean {
+    this.log.push(item.name);
+    return super.validate(item);
+  }
+}
+
 namespace Geometry {
   export function distance(a: [number, number], b: [number, number]): number {
     return Math.hypot(a[0] - b[0], a[1] - b[1]);
@@ -53,6 +63,9 @@ async function main(): Promise<void> {
   repo.add({ name: 'alan' });
   console.log(pick({ a: 1, b: 2, c: 3 }, 'a', 'c'), format(3.14159), format('  x  '), identity<number>(5));
   console.log(repo.names, await repo.findAsync('alan'), Geometry.distance([0, 0], [3, 4]));
+  const audit: string[] = [];
+  new AuditedRepository(audit).add({ name: 'grace' });
+  console.log(audit);
   try {
     repo.add({ name: '' });
   } catch (error) {
