@@ -1,0 +1,52 @@
+"""The Node.js side of JavaScript tracing: a preload the daemon puts into the node processes it launches.
+
+The host never imports the JavaScript; it starts node with
+
+    env = {**os.environ, **environment(session_dir, os.environ.get("NODE_OPTIONS"))}
+    # NODE_OPTIONS='... --require "/abs/.../preload.cjs"', STROBE_NODE_DIR=session_dir
+
+after writing `session_dir/plan.json` (atomically: a temporary file, then os.replace):
+
+    {"v": 1, "depth": 3, "on": [7], "names": {"7": ["a", "b"]},
+     "files": {"/abs/app.js": {"sha1": "<hex sha1 of the UTF-8 source>", "transformed": "/abs/rewritten/app.js"}}}
+
+and reads the events from `session_dir/events-<pid>.jsonl` (one per process; child node processes inherit the
+environment and are traced too), one batch per line in the Python tracer's format (the daemon's
+runtimes/cpython_ingest.py reads it): `{"v":1,"n":<count>,"pid":<pid>,"threads":[[tid,name]],"events":[...],
+"dropped":<total so far>,"errors":[...]}`, each event `[kind, id, ts_ns, tid, seq, parent_seq, payload]`.
+plan.cjs, outbox.cjs and recorder.cjs state the details in their docstrings; preload.cjs is the entry point,
+hooks.mjs the ES module load hook it registers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DIRECTORY = Path(__file__).parent
+PRELOAD = DIRECTORY / "preload.cjs"
+HOOKS = DIRECTORY / "hooks.mjs"
+# Every file the preload loads (a wheel must carry them all).
+SOURCES = tuple(DIRECTORY / name for name in ("preload.cjs", "hooks.mjs", "plan.cjs", "outbox.cjs",
+                                                "recorder.cjs", "values.cjs"))
+DIR_VARIABLE = "STROBE_NODE_DIR"
+PLAN_FILE = "plan.json"
+EVENTS_GLOB = "events-*.jsonl"
+MAX_PLAN_BYTES = 64 << 20
+
+
+def events_file(directory: Path, pid: int) -> Path:
+    """Where process `pid` appends its batches."""
+    return directory / f"events-{pid}.jsonl"
+
+
+def node_options(existing: str | None = None) -> str:
+    """NODE_OPTIONS with the preload required after the options already there (node reads double-quoted
+    values with backslash escapes, so any path works)."""
+    quoted = '"' + str(PRELOAD).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    option = f"--require {quoted}"
+    return f"{existing} {option}" if existing and existing.strip() else option
+
+
+def environment(directory: Path, existing_node_options: str | None = None) -> dict[str, str]:
+    """The variables to add to a traced node program's environment."""
+    return {"NODE_OPTIONS": node_options(existing_node_options), DIR_VARIABLE: str(directory)}
