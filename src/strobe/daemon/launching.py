@@ -20,6 +20,7 @@ from strobe.daemon.ingest import SlotTable
 from strobe.daemon.live import LiveSession, SessionEvents
 from strobe.daemon.process import ProcessImage, TracedProcess
 from strobe.daemon.registry import LiveSessions
+from strobe.daemon.runtimes import detect_kind, runtime_for
 from strobe.daemon.services import Services
 from strobe.daemon.session_ids import session_base_id
 from strobe.daemon.tracing import SessionTrace, parse_patterns
@@ -93,11 +94,17 @@ class Launching:
             agent_js = await services.worker.run(services.agent.get)
             live = self._session(command.binary_path, project_root, 0, settings, owns_output=True)
             preloaded = services.images.preload(command.binary_path)  # the index loads while the process spawns
+            runtime = runtime_for(detect_kind(command.binary_path, []))
+            env, runtime_dir = runtime.launch_env(services.paths.home, env)
+            if runtime_dir is not None:  # what the runtime's tracer in the program writes there reaches the session
+                live.closers.append(runtime.watch(runtime_dir, live.on_py_batch))
             try:
                 handle = await services.worker.run(
                     lambda: services.launcher.spawn(command.argv, command.cwd, env, agent_js, live))
             except BaseException:
                 preloaded.add_done_callback(lambda f: f.exception())  # built in vain; nothing to report
+                for close in live.closers:
+                    close()
                 raise
             try:
                 await self._record(live, handle, command.binary_path, project_root,

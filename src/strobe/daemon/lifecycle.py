@@ -110,6 +110,11 @@ class Lifecycle:
         status = root.recorded or status  # the launched process ended before its children: as it was recorded
         key, pid, code, ended = live.record.key, live.pid, root.exit_code, now_ms()
         signal = root.crash_signal if status is SessionStatus.CRASHED else None
+        if live.closers:  # a runtime's tracer files: read to their end (then stored), then deleted
+            closers, live.closers = live.closers, []
+            for close in closers:
+                await asyncio.to_thread(close)
+            await self._services.ingest.barrier()
         self._sessions.remove(live)
         for process in live.processes.values():
             self._services.launcher.forget(process.pid)

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -62,6 +63,7 @@ class LiveSession:
     trace: SessionTrace = field(default_factory=lambda: SessionTrace(SlotTable()))
     types: ArgumentTypes | None = None
     watches: list[Watch] = field(default_factory=list)  # read in processes running the root's image
+    closers: list[Callable[[], None]] = field(default_factory=list)  # run once it has ended (a runtime's directory)
     pending_watches: list[WatchSpec] = field(default_factory=list)  # set once the launched process exec()s
     polls: SessionPolls = field(default_factory=SessionPolls)
     trace_lock: asyncio.Lock = field(default_factory=asyncio.Lock)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from strobe.daemon.ingest import SlotTable
 from strobe.daemon.symbols import FunctionSource, TraceableFunction
 from strobe.errors import InvalidPattern
-from strobe.symbols.patterns import Pattern, parse_pattern, parse_python_pattern
+from strobe.symbols.patterns import Pattern, parse_js_pattern, parse_pattern, parse_python_pattern
 
 MAX_HOOKS = 10_000
 MAX_SLOTS = 1 << 16  # agent/src/native/layout.ts MAX_FUNCTIONS
@@ -28,19 +28,21 @@ class HookPlan:
     warnings: list[str]
 
 
-_PARSERS: dict[str, Callable[[str, str | None], Pattern]] = {"native": parse_pattern, "python": parse_python_pattern}
+_PARSERS: dict[str, Callable[[str, str | None], Pattern]] = {
+    "native": parse_pattern, "python": parse_python_pattern, "javascript": parse_js_pattern}
 
 
 def parse_for(text: str, dialect: str, project_root: str | None) -> Pattern:
-    """One pattern read as `dialect` names ("native" or "python"); raises InvalidPattern."""
+    """One pattern read as `dialect` names ("native", "python" or "javascript"); raises InvalidPattern."""
     return _PARSERS[dialect](text, project_root)
 
 
 def parse_patterns(texts: Sequence[str], project_root: str | None) -> None:
-    """Check patterns before their program is known: each must be valid as native or as Python names. Raises the
-    InvalidPattern of the dialect it reads as (Python for dotted names, native otherwise)."""
+    """Check patterns before their program is known: each must be valid as native, Python or JavaScript names.
+    Raises the InvalidPattern of the dialect it reads as first (Python for dotted names, native otherwise)."""
     for text in texts:
-        dialects = ("python", "native") if "." in text and "::" not in text else ("native", "python")
+        dialects = (("python", "javascript", "native") if "." in text and "::" not in text
+                    else ("native", "python", "javascript"))
         errors: list[InvalidPattern] = []
         for dialect in dialects:
             try:
@@ -74,6 +76,11 @@ def _no_match(text: str, dialects: Sequence[str]) -> str:
               "(the project's files are indexed, not the virtualenv's or installed packages')")
     native = ("Native names are fully qualified (C++ 'ns::Class::method', Rust 'crate::module::fn'); try "
               "'**::name' or '@file:<source file>'")
+    if "javascript" in dialects:
+        javascript = ("JavaScript functions are named 'func', 'Class.method' or 'module.func' (module: the file's "
+                      "name without extension; '**.name' at any depth); '@file:src/auth.js' and '@usercode' select "
+                      "by file (the project's files are indexed, not node_modules)")
+        return f"Pattern '{text}' matched no function. {javascript}. {native} (Node's own C++ or an addon's)."
     if dialects == ["python"] or ("::" not in text and "python" in dialects and "." in text):
         advice = python
     elif "python" in dialects:

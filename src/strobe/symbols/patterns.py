@@ -203,3 +203,43 @@ def parse_python_pattern(text: str, project_root: str | None) -> Pattern:
         if _PYTHON_SEGMENT.fullmatch(part) is None:
             raise InvalidPattern(f"Invalid trace pattern '{text}': '{part}' is not a name part; {_PYTHON_FORMS}.")
     return Pattern(text, name_regex=_compiled(text, PYTHON_SEPARATOR))
+
+
+_JS_SEGMENT = re.compile(r"[\w$*#-]+")
+_JS_FORMS = (
+    "a JavaScript pattern is a dotted name with globs: 'func', 'Class.method', 'module.func' (module: the file's "
+    "name without extension), 'Class.*', '**.validate', or '@usercode' / '@file:src/auth.js'"
+)
+
+
+def _js_usercode(project_root: str) -> Callable[[str | None], bool]:
+    """The project's own files: under the root, not in a node_modules directory."""
+    in_project = _native_usercode(project_root)
+
+    def own(file: str | None) -> bool:
+        return in_project(file) and f"{os.sep}node_modules{os.sep}" not in (file or "")
+
+    return own
+
+
+def parse_js_pattern(text: str, project_root: str | None) -> Pattern:
+    """Validate and compile one pattern over JavaScript function names (`js_index.JsFunction.name`, or with its
+    module in front); raises InvalidPattern saying what is wrong and what works."""
+    _checked_text(text, "auth.login")
+    directive = _directive(text, project_root, _js_usercode, "src/auth.js")
+    if directive is not None:
+        return directive
+    if "::" in text:
+        raise InvalidPattern(f"Invalid trace pattern '{text}': JavaScript names are separated by '.', not '::'. "
+                             f"Did you mean '{text.replace('::', '.')}'?")
+    if "/" in text or "\\" in text:
+        raise InvalidPattern(f"Invalid trace pattern '{text}': that is a path; select a file's functions with "
+                             f"'@file:{text}'.")
+    parts = text.split(PYTHON_SEPARATOR)
+    if "" in parts:
+        raise InvalidPattern(f"Invalid trace pattern '{text}': '.' must separate two name parts, e.g. "
+                             "'Class.method' or 'auth.*'.")
+    for part in parts:
+        if _JS_SEGMENT.fullmatch(part) is None:
+            raise InvalidPattern(f"Invalid trace pattern '{text}': '{part}' is not a name part; {_JS_FORMS}.")
+    return Pattern(text, name_regex=_compiled(text, PYTHON_SEPARATOR))

@@ -1,8 +1,9 @@
 """The runtime registry: which runtimes Strobe can trace, and what a process runs.
 
-`RUNTIMES` maps a RuntimeKind to its Runtime (daemon/runtimes/base.py): native code and CPython (cpython.py,
-which traces the interpreter's native code too). `detect_kind` also recognises Node and Bun; until a kind has an
-entry here its processes are traced as native code (their interpreter's own functions).
+`RUNTIMES` maps a RuntimeKind to its Runtime (daemon/runtimes/base.py): native code, CPython (cpython.py) and
+Node (node.py), each interpreter's runtime tracing the interpreter's native code too. `detect_kind` also
+recognises Bun; until a kind has an entry here its processes are traced as native code (their interpreter's own
+functions).
 
 To add a runtime: write its host module next to native.py (a Runtime subclass) and its agent folder
 (agent/src/<kind>/, registered in agent/src/runtimes.ts), then add one entry to RUNTIMES below. Nothing in
@@ -18,11 +19,13 @@ from collections.abc import Sequence
 from strobe.daemon.runtimes.base import Runtime, RuntimeKind, ValueRenderer
 from strobe.daemon.runtimes.cpython import CPythonRuntime
 from strobe.daemon.runtimes.native import NativeRuntime
+from strobe.daemon.runtimes.node import NodeRuntime
 from strobe.instrument.protocol import ModuleInfo
 
 RUNTIMES: dict[RuntimeKind, Runtime] = {
     RuntimeKind.NATIVE: NativeRuntime(),
     RuntimeKind.CPYTHON: CPythonRuntime(),
+    RuntimeKind.NODE: NodeRuntime(),
 }
 
 _PYTHON = re.compile(r"^(python\d*(\.\d+)?[a-z]*|libpython\d.*\.so.*)$")

@@ -124,6 +124,16 @@ class Runtime(ABC):
         Returns warnings."""
         return []
 
+    def launch_env(self, home: Path, env: dict[str, str]) -> tuple[dict[str, str], Path | None]:
+        """The environment to spawn a program of this runtime with, and a directory the runtime keeps for its
+        session (Node: the preload's options and its directory); by default `env` as it is and none."""
+        return env, None
+
+    def watch(self, directory: Path, deliver: Callable[[int, bytes], None]) -> Callable[[], None]:
+        """Start delivering what the session's processes write to `directory` (a launch_env directory); returns
+        what ends it once the session has ended. Only runtimes whose launch_env makes a directory are asked."""
+        raise NotImplementedError(f"the {self.kind.value} runtime keeps no directory")
+
     @abstractmethod
     async def apply_watches(self, run: Run[Any], handle: AgentHandle, message: dict[str, object]) -> WatchesUpdated:
         """Replace the watches read at traced calls (message: daemon.watches.agent_watches)."""

@@ -55,8 +55,8 @@ def crash_fields(payload: dict[str, Any]) -> dict[str, Any]:
     the traceback innermost first (like a native crash's backtrace)."""
     frames = [f for f in payload.get("traceback", []) if isinstance(f, dict)][::-1][:_BACKTRACE_SHOWN]
     kind, message = str(payload.get("type", "?")), str(payload.get("message", ""))
-    fields: dict[str, Any] = {"runtime": "cpython", "exceptionType": kind, "exceptionMessage": message,
-                              "threadName": payload.get("thread")}
+    fields: dict[str, Any] = {"runtime": str(payload.get("runtime", "cpython")), "exceptionType": kind,
+                              "exceptionMessage": message, "threadName": payload.get("thread")}
     where = ""
     if frames:
         top = frames[0]

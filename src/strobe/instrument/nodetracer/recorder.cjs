@@ -192,7 +192,7 @@ class Recorder {
       const described = describeThrown(thrown, true, true);
       const payload = {
         type: described.type, message: described.message, origin: text(String(origin), 100), thread,
-        traceback: parseStack(described.stack).reverse(),
+        runtime: 'node', traceback: parseStack(described.stack).reverse(),
       };
       this.out.urgent('[9,0,' + ts + ',' + this.tid + ',' + this.out.seq() + ','
         + (this.depth ? this.stack[this.depth - 1] : 0) + ',' + stringify(payload) + ']');

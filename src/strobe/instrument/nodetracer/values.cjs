@@ -439,7 +439,9 @@ function framePath(file) {
   return file;
 }
 
-/** The frames of a V8 stack text, innermost first: {function, file, line, column} (line/column null when absent). */
+/** The frames of a V8 stack text, innermost first: {function, file, line, column} (line/column null when absent),
+ * as the program wrote them: a wrapped function's body runs in an anonymous arrow called by this preload, whose
+ * frames are folded back into one frame named after the function, where the body was. */
 function parseStack(stack, limit = 50) {
   const frames = [];
   if (typeof stack !== 'string') return frames;
@@ -455,7 +457,26 @@ function parseStack(stack, limit = 50) {
       column: match[4] === undefined ? null : Number(match[4]),
     });
   }
-  return frames;
+  return foldWrappers(frames);
+}
+
+const OWN_DIRECTORY = __dirname + require('node:path').sep;
+
+function foldWrappers(frames) {
+  const out = [];
+  for (let i = 0; i < frames.length; i++) {
+    const frame = frames[i];
+    if (frame.file.startsWith(OWN_DIRECTORY)) continue;
+    let next = i + 1;
+    while (next < frames.length && frames[next].file.startsWith(OWN_DIRECTORY)) next++;
+    if (frame.function === '<anonymous>' && next > i + 1 && next < frames.length && frames[next].file === frame.file) {
+      out.push({ ...frame, function: frames[next].function }); // the body, under its function's name
+      i = next; // the wrapper's own frame
+      continue;
+    }
+    out.push(frame);
+  }
+  return out;
 }
 
 /** The stack text of an Error when reading it runs no program code (Error.prepareStackTrace is still Node's), or

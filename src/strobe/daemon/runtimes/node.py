@@ -1,0 +1,390 @@
+"""The Node runtime: JavaScript functions found from source (symbols/js_index.py), traced by rewriting the
+modules that define them as Node loads them, recorded by a preload inside the process
+(src/strobe/instrument/nodetracer/) in the Python tracer's batch format (so daemon/runtimes/cpython_ingest.py
+stores them) and shown as the JSON values the preload rendered.
+
+How it fits together, for one session:
+
+- at launch (`launch_env`) the daemon makes a private directory and starts Node with
+  `NODE_OPTIONS=--require <preload.cjs>` and `STROBE_NODE_DIR=<dir>` (child Node processes inherit both);
+- `apply_hooks` decides which functions are wrapped: it rewrites each file that defines one
+  (symbols/js_transform.py: line and column kept) into `<dir>/src/`, and writes `<dir>/plan.json` (which file is
+  replaced by which rewrite, checked by its sha1, and the ids that record) before the process runs;
+- the preload substitutes those files when Node loads them (CommonJS and ESM), and appends batches of events to
+  `<dir>/events-<pid>.jsonl`; `NodeEvents` (one daemon thread) reads new lines and hands them to the session.
+
+A Node process is native code too (Node's C++ and addons keep the native runtime's index and hooks).
+
+Limits of this first version, said in answers: a function added at runtime is wrapped only in modules loaded
+after that (a module already loaded keeps its code: stage the pattern before debug_launch); removing works at
+once; generator functions are not traced; TypeScript and source maps come later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from strobe.daemon.ingest import SlotTable, TraceIngest
+from strobe.daemon.runtimes.base import AgentHandle, Run, RuntimeKind, ValueRenderer
+from strobe.daemon.runtimes.cpython import PythonValues
+from strobe.daemon.runtimes.cpython_ingest import PythonIngest
+from strobe.daemon.runtimes.native import NativeRuntime
+from strobe.daemon.symbols import SessionSymbols, TraceableFunction
+from strobe.instrument import nodetracer
+from strobe.instrument.protocol import ModuleInfo
+from strobe.paths import private_dir, private_opener
+from strobe.store.writer import Writer
+from strobe.symbols.index import FunctionInfo
+from strobe.symbols.js_index import JsFunction, index_project
+from strobe.symbols.js_transform import wrap_functions
+from strobe.symbols.patterns import Pattern
+
+log = logging.getLogger(__name__)
+
+NODE = RuntimeKind.NODE.value
+DIR_VARIABLE = nodetracer.DIR_VARIABLE
+PLAN_VERSION = 1
+TAIL_INTERVAL_S = 0.02
+FLUSH_WAIT_S = 0.03  # the preload writes its buffer every 10 ms: a query waits this long for the last of it
+_EVENTS_FILE = re.compile(r"^events-(\d+)\.jsonl$")
+MAX_LINE_BYTES = 64 << 20
+LATE_ADD = ("added while the program runs: only a module Node loads from now on gets it (a module already loaded "
+            "keeps its code); stage the pattern with debug_trace before debug_launch to trace it from the start")
+
+
+@dataclass(frozen=True, slots=True)
+class JsTarget(TraceableFunction):
+    """A JavaScript function as a hook target (its key: file, body start, name), with what rewriting it needs."""
+
+    js: JsFunction | None = None
+
+
+def _traceable(function: JsFunction) -> JsTarget:
+    qualified = f"{function.module}.{function.name}"
+    info = FunctionInfo(name=qualified, raw=function.name, signature=function.name, address=function.body_start,
+                        size=0, file=function.file, line=function.line, inlined_only=False,
+                        params=len(function.params or ()))
+    return JsTarget(info, function.file, function.body_start, NODE, function)
+
+
+@dataclass(frozen=True, eq=False)
+class JsScripts:
+    """A project's JavaScript functions as plan_hooks selects from them: a glob matches the function's name
+    (`Class.method`, `func`) or its module-qualified name (`auth.login`, the module being the file's stem)."""
+
+    functions: tuple[JsFunction, ...]
+    dialect = "javascript"
+
+    def positions(self, pattern: Pattern) -> list[int]:
+        if pattern.name_regex is not None:
+            regex = pattern.name_regex
+            return [i for i, f in enumerate(self.functions)
+                    if regex.fullmatch(f.name) or regex.fullmatch(f"{f.module}.{f.name}")]
+        assert pattern.file_test is not None
+        test = pattern.file_test
+        verdicts: dict[str, bool] = {}
+        return [i for i, f in enumerate(self.functions) if verdicts.setdefault(f.file, test(f.file))]
+
+    def functions_at(self, positions: Sequence[int]) -> list[TraceableFunction]:
+        return [_traceable(self.functions[p]) for p in positions]
+
+    def __len__(self) -> int:
+        return len(self.functions)
+
+
+@dataclass
+class NodePlan:
+    """What one session's Node processes wrap and record (written to <dir>/plan.json)."""
+
+    directory: Path
+    scripts: JsScripts | None = None
+    targets: dict[int, JsFunction] = field(default_factory=dict)  # slot -> function
+    depth: int = 3
+    running: bool = False  # the program runs: modules it loaded already keep their code
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def write(self) -> list[str]:
+        """Rewrite the files that define a target and write the plan; returns warnings (functions skipped)."""
+        with self.lock:
+            warnings: list[str] = []
+            by_file: dict[str, list[tuple[int, JsFunction]]] = {}
+            for slot, function in self.targets.items():
+                by_file.setdefault(function.file, []).append((slot, function))
+            files: dict[str, dict[str, str]] = {}
+            sources = private_dir(self.directory / "src")
+            for number, (path, targets) in enumerate(sorted(by_file.items())):
+                try:
+                    text = _source_text(path)
+                except OSError as exc:
+                    warnings.append(f"{path}: cannot be read ({exc.strerror}); its functions are not traced")
+                    continue
+                result = wrap_functions(text, targets)
+                warnings += [f"{skipped.function.module}.{skipped.function.name}: {skipped.reason}"
+                             for skipped in result.skipped]
+                rewritten = sources / f"{number}-{Path(path).name}"
+                _write_private(rewritten, result.source)
+                files[path] = {"sha1": hashlib.sha1(text.encode()).hexdigest(), "transformed": str(rewritten)}
+            names = {str(slot): list(f.params) if f.params is not None else None for slot, f in self.targets.items()}
+            plan = {"v": PLAN_VERSION, "depth": self.depth, "on": sorted(self.targets), "names": names, "files": files}
+            temporary = self.directory / f"plan.json.{os.getpid()}.tmp"
+            _write_private(temporary, json.dumps(plan))
+            os.replace(temporary, self.directory / "plan.json")
+            return warnings
+
+
+def _source_text(path: str) -> str:
+    """A module's text as Node compiles it: UTF-8, without a byte order mark."""
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = private_opener(str(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(text)
+
+
+Deliver = Callable[[int, bytes], None]
+"""Where a process's batch goes (LiveSession.on_py_batch: the ingest thread, bounded)."""
+
+
+class NodeEvents:
+    """One daemon thread that reads the preload's event files of every watched directory, a whole line at a
+    time, and delivers each batch with the pid its file names."""
+
+    def __init__(self) -> None:
+        self._watched: dict[Path, tuple[Deliver, dict[str, int]]] = {}  # dir -> (deliver, file -> offset read)
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, directory: Path, deliver: Deliver) -> None:
+        with self._lock:
+            self._watched[directory] = (deliver, {})
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="strobe-node-events", daemon=True)
+                self._thread.start()
+
+    def forget(self, directory: Path) -> None:
+        """Read what is left, then stop watching (the directory is the caller's to delete)."""
+        self.drain(directory)
+        with self._lock:
+            self._watched.pop(directory, None)
+
+    def drain(self, directory: Path) -> None:
+        with self._lock:
+            watched = self._watched.get(directory)
+            if watched is not None:
+                self._read(directory, *watched)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(TAIL_INTERVAL_S)
+            with self._lock:
+                if not self._watched:
+                    self._thread = None
+                    return
+                for directory, (deliver, offsets) in list(self._watched.items()):
+                    try:
+                        self._read(directory, deliver, offsets)
+                    except Exception:
+                        log.exception("reading the Node tracer's events in %s failed", directory)
+
+    @staticmethod
+    def _read(directory: Path, deliver: Deliver, offsets: dict[str, int]) -> None:
+        try:
+            names = os.listdir(directory)
+        except FileNotFoundError:
+            return
+        for name in names:
+            found = _EVENTS_FILE.match(name)
+            if found is None:
+                continue
+            pid, offset = int(found.group(1)), offsets.get(name, 0)
+            try:
+                with open(directory / name, "rb") as events:
+                    events.seek(offset)
+                    data = events.read(MAX_LINE_BYTES)
+            except FileNotFoundError:
+                continue
+            end = data.rfind(b"\n")
+            if end < 0:
+                continue
+            offsets[name] = offset + end + 1
+            for line in data[:end].split(b"\n"):
+                if line:
+                    deliver(pid, line)
+
+
+EVENTS = NodeEvents()
+
+
+def session_dir(pid: int) -> Path | None:
+    """The tracer directory a Node process was started with (its environment's STROBE_NODE_DIR)."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    prefix = f"{DIR_VARIABLE}=".encode()
+    for entry in environ:
+        if entry.startswith(prefix):
+            return Path(os.fsdecode(entry[len(prefix):]))
+    return None
+
+
+_PLANS: dict[Path, NodePlan] = {}
+_PLANS_LOCK = threading.Lock()
+
+
+def plan_for(handle: AgentHandle) -> NodePlan | None:
+    """The plan of the session a Node process belongs to (kept on its handle)."""
+    plan = getattr(handle, "runtime_state", None)
+    if isinstance(plan, NodePlan):
+        return plan
+    directory = session_dir(handle.pid)
+    if directory is None:
+        return None
+    with _PLANS_LOCK:
+        plan = _PLANS.setdefault(directory, NodePlan(directory))
+    handle.runtime_state = plan
+    return plan
+
+
+class JsValues(PythonValues):
+    """Values as the preload rendered them (JSON; arguments as [name, value] pairs), typed as JavaScript names
+    them."""
+
+    def return_type(self, retval: Any) -> str:
+        return js_type(self.return_value(retval))
+
+
+def js_type(value: Any) -> str:
+    """The JavaScript type of a rendered value, as far as its rendering tells (the preload marks what JSON cannot
+    say with __type__)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "Array"
+    if isinstance(value, dict):
+        marked = value.get("__type__")
+        return marked if isinstance(marked, str) else "Object"
+    return "unknown"
+
+
+class NodeRuntime(NativeRuntime):
+    kind = RuntimeKind.NODE
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._js_values = JsValues()
+
+    @property
+    def values(self) -> ValueRenderer:
+        return self._js_values
+
+    def launch_env(self, home: Path, env: dict[str, str]) -> tuple[dict[str, str], Path | None]:
+        directory = private_dir(private_dir(home / "node") / uuid.uuid4().hex)
+        options = env.get("NODE_OPTIONS", os.environ.get("NODE_OPTIONS"))
+        return {**env, **nodetracer.environment(directory, options)}, directory
+
+    def watch(self, directory: Path, deliver: Deliver) -> Callable[[], None]:
+        EVENTS.watch(directory, deliver)
+
+        def forget() -> None:
+            EVENTS.forget(directory)
+            with _PLANS_LOCK:
+                _PLANS.pop(directory, None)
+            shutil.rmtree(directory, ignore_errors=True)
+
+        return forget
+
+    def preload(self, binary: str, cache_dir: Path) -> Any:
+        return None
+
+    def index(self, binary: str, modules: list[ModuleInfo], cache_dir: Path, preloaded: Any = None,
+              project_root: str | None = None) -> SessionSymbols:
+        native = super().index(binary, modules, cache_dir, preloaded)
+        if project_root is None:
+            return native
+        found = index_project(Path(project_root))
+        for path, why in found.skipped:
+            log.info("javascript index of %s: %s skipped (%s)", project_root, path, why)
+        for note in found.notes:
+            log.info("javascript index of %s: %s", project_root, note)
+        log.info("indexed %d JavaScript functions under %s", len(found.functions), project_root)
+        return SessionSymbols(native.main_binary, native.main_has_dwarf, native.indexes,
+                              JsScripts(tuple(found.functions)))
+
+    async def apply_hooks(
+        self, run: Run[Any], handle: AgentHandle, add: Sequence[tuple[int, TraceableFunction]], remove: Sequence[int],
+        hot_calls_per_second: int, sample_every: int,
+    ) -> dict[int, str]:
+        js_add = [(slot, f) for slot, f in add if f.runtime == NODE]
+        native_add = [(slot, f) for slot, f in add if f.runtime != NODE]
+        plan = plan_for(handle)
+        js_remove = [slot for slot in remove if plan is not None and slot in plan.targets]
+        native_remove = [slot for slot in remove if slot not in js_remove]
+        failed = await super().apply_hooks(run, handle, native_add, native_remove, hot_calls_per_second,
+                                           sample_every) if native_add or native_remove else {}
+        if not (js_add or js_remove):
+            return failed
+        if plan is None:
+            return failed | {slot: "this Node process was not started by Strobe's launch (no tracer in it)"
+                             for slot, _ in js_add}
+        for slot in js_remove:
+            plan.targets.pop(slot, None)
+        for slot, function in js_add:
+            js = getattr(function, "js", None)
+            if js is None:
+                failed[slot] = "its source is not indexed"
+                continue
+            plan.targets[slot] = js  # a module loaded from now on is wrapped
+            if plan.running:
+                failed[slot] = LATE_ADD
+        for warning in await asyncio.to_thread(plan.write):
+            log.info("pid %d: %s", handle.pid, warning)
+        return failed
+
+    async def flush(self, run: Run[Any], handle: AgentHandle, timeout: float) -> None:
+        await super().flush(run, handle, timeout)
+        plan = plan_for(handle)
+        if plan is not None:
+            await asyncio.sleep(FLUSH_WAIT_S)
+            await asyncio.to_thread(EVENTS.drain, plan.directory)
+
+    async def set_depth(self, run: Run[Any], handle: AgentHandle, depth: int) -> None:
+        plan = plan_for(handle)
+        if plan is not None and plan.depth != depth:
+            plan.depth = depth
+            await asyncio.to_thread(plan.write)
+
+    async def prepare(self, run: Run[Any], handle: AgentHandle, depth: int) -> list[str]:
+        plan = plan_for(handle)
+        if plan is None:
+            return []
+        plan.depth = depth
+        warnings = list(await asyncio.to_thread(plan.write))
+        plan.running = True
+        return warnings
+
+    def ingest(self, writer: Writer, session: int, pid: int, start_ns: int, table: SlotTable,
+               peers: dict[int, TraceIngest]) -> TraceIngest:
+        return PythonIngest(writer, session, pid, start_ns, table, peers)

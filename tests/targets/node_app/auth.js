@@ -1,0 +1,9 @@
+function check(user) {
+  return user.startsWith("a");
+}
+
+function login(user, password) {
+  return check(user) && password.length > 3;
+}
+
+module.exports = { login };
