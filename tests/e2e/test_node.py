@@ -93,3 +93,22 @@ async def test_an_uncaught_exception_is_a_crash_event(strobe: StrobeClient, node
     assert "TypeError: Cannot read properties of undefined" in stderr  # the program's own report, unchanged
     sessions = (await strobe.call("debug_list_sessions"))["sessions"]
     assert [s.get("exitCode") for s in sessions if s["sessionId"] == sid] == [1]
+
+
+async def test_a_pattern_added_while_the_program_runs_says_it_applies_to_later_modules(
+        strobe: StrobeClient, node_project: Path) -> None:
+    stop = node_project / "stop"
+    sid = (await strobe.call("debug_launch", command="node", args=["ticker.js", str(stop)],
+                             projectRoot=str(node_project), cwd=str(node_project)))["sessionId"]
+
+    async def ready() -> bool | None:
+        page = await strobe.call("debug_query", sessionId=sid, eventType="stdout")
+        return True if any(e["text"] == "ready\n" for e in page["events"]) else None
+
+    await poll(ready, 30, "the program to start")
+    traced = await strobe.call("debug_trace", sessionId=sid, add=["tick"])
+    said = " ".join(traced.get("warnings", []))
+    assert "added while the program runs" in said and "before debug_launch" in said, traced
+    stop.touch()
+    await strobe.wait_for_status(sid, "exited", timeout=30)
+    assert calls(await strobe.all_events(sid)) == []  # nothing recorded that it said it could not trace

@@ -113,7 +113,7 @@ class NodePlan:
     scripts: JsScripts | None = None
     targets: dict[int, JsFunction] = field(default_factory=dict)  # slot -> function
     depth: int = 3
-    running: bool = False  # the program runs: modules it loaded already keep their code
+    running: set[int] = field(default_factory=set)  # pids that run: modules they loaded already keep their code
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def write(self) -> list[str]:
@@ -357,7 +357,7 @@ class NodeRuntime(NativeRuntime):
                 failed[slot] = "its source is not indexed"
                 continue
             plan.targets[slot] = js  # a module loaded from now on is wrapped
-            if plan.running:
+            if handle.pid in plan.running:
                 failed[slot] = LATE_ADD
         for warning in await asyncio.to_thread(plan.write):
             log.info("pid %d: %s", handle.pid, warning)
@@ -382,7 +382,7 @@ class NodeRuntime(NativeRuntime):
             return []
         plan.depth = depth
         warnings = list(await asyncio.to_thread(plan.write))
-        plan.running = True
+        plan.running.add(handle.pid)
         return warnings
 
     def ingest(self, writer: Writer, session: int, pid: int, start_ns: int, table: SlotTable,
