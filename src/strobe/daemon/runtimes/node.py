@@ -60,7 +60,7 @@ PLAN_VERSION = 1
 TAIL_INTERVAL_S = 0.02
 FLUSH_WAIT_S = 0.03  # the preload writes its buffer every 10 ms: a query waits this long for the last of it
 _EVENTS_FILE = re.compile(r"^events-(\d+)\.jsonl$")
-MAX_LINE_BYTES = 64 << 20
+MAX_READ_BYTES = 8 << 20  # per file and turn: the preload's lines are at most ~1 MiB
 LATE_ADD = ("added while the program runs: only a module Node loads from now on gets it (a module already loaded "
             "keeps its code); stage the pattern with debug_trace before debug_launch to trace it from the start")
 
@@ -216,7 +216,7 @@ class NodeEvents:
             try:
                 with open(directory / name, "rb") as events:
                     events.seek(offset)
-                    data = events.read(MAX_LINE_BYTES)
+                    data = events.read(MAX_READ_BYTES)
             except FileNotFoundError:
                 continue
             end = data.rfind(b"\n")
