@@ -35,6 +35,7 @@ from strobe.daemon.live import LiveSession
 from strobe.daemon.memory import PollState, PreparedRead, prepare_raw, raw_size
 from strobe.daemon.reads import SessionReads
 from strobe.daemon.registry import LiveSessions
+from strobe.daemon.runtimes import UNTRACED_JAVASCRIPT, untraced_javascript
 from strobe.daemon.services import Services
 from strobe.daemon.testruns import TestRuns
 from strobe.daemon.tracing import HookPlan, parse_patterns, plan_hooks
@@ -222,6 +223,9 @@ class SessionManager:
         """Hook the staged patterns before the process runs its first instruction."""
         if not pending:
             return []
+        if live.image.kind in UNTRACED_JAVASCRIPT:
+            live.trace.patterns = list(pending)
+            return [untraced_javascript(live.image.kind)]
         plan = await self.hooking.plan_for(live, live.root, pending)
         if plan is None:  # kept for what it starts: `uv run app.py`, a launcher script, a test driver
             live.trace.patterns = list(pending)
@@ -282,6 +286,8 @@ class SessionManager:
                     symbols.require_debug_info()
                 plan = plan_hooks(live.trace.patterns, add, remove, symbols.sources, live.record.project_root)
                 warnings += plan.warnings
+                if add and live.image.kind in UNTRACED_JAVASCRIPT:
+                    warnings.append(untraced_javascript(live.image.kind))
                 live.trace.patterns = plan.patterns
                 warnings += await self._sync_hooks(live, plan)
             if watch_add or watch_remove or (plan is not None and live.watches):  # scopes follow the hooks

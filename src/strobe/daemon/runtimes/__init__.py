@@ -30,14 +30,27 @@ RUNTIMES: dict[RuntimeKind, Runtime] = {
 
 _PYTHON = re.compile(r"^(python\d*(\.\d+)?[a-z]*|libpython\d.*\.so.*)$")
 _NODE = re.compile(r"^(node(js)?|libnode\.so.*)$")
-_BUN = re.compile(r"^bun(-profile)?$")
+_BUN = re.compile(r"^bun(-profile)?(\.exe)?$")  # npm's bun package names its binary bun.exe
+_DENO = re.compile(r"^deno$")
+
+UNTRACED_JAVASCRIPT = frozenset({RuntimeKind.BUN, RuntimeKind.DENO})
+"""Kinds that run JavaScript whose functions Strobe cannot trace yet (only Node's)."""
+
+
+def untraced_javascript(kind: RuntimeKind) -> str:
+    """What a pattern on a Bun or Deno program can and cannot select."""
+    name = "Bun" if kind is RuntimeKind.BUN else "Deno"
+    return (f"{name} runs this program: its JavaScript functions cannot be traced yet (Node's can: run it with "
+            "node, e.g. through tsx for TypeScript). Its output and crashes are captured, and native functions "
+            "with debug info can be traced.")
 
 
 def detect_kind(binary: str, modules: Sequence[ModuleInfo]) -> RuntimeKind:
     """What a process image runs, from its loaded modules' names (the first is the executable the kernel mapped:
     a script named `python` run by bash is bash), or from the binary's name when the modules are not known yet."""
     names = [module.name for module in modules] if modules else [os.path.basename(binary)]
-    for pattern, kind in ((_PYTHON, RuntimeKind.CPYTHON), (_NODE, RuntimeKind.NODE), (_BUN, RuntimeKind.BUN)):
+    for pattern, kind in ((_PYTHON, RuntimeKind.CPYTHON), (_NODE, RuntimeKind.NODE), (_BUN, RuntimeKind.BUN),
+                          (_DENO, RuntimeKind.DENO)):
         if any(pattern.match(name) for name in names):
             return kind
     return RuntimeKind.NATIVE
@@ -52,4 +65,5 @@ def values_for(kind: RuntimeKind = RuntimeKind.NATIVE) -> ValueRenderer:
     return runtime_for(kind).values
 
 
-__all__ = ["RUNTIMES", "Runtime", "RuntimeKind", "ValueRenderer", "detect_kind", "runtime_for", "values_for"]
+__all__ = ["RUNTIMES", "UNTRACED_JAVASCRIPT", "Runtime", "RuntimeKind", "ValueRenderer", "detect_kind", "runtime_for",
+           "untraced_javascript", "values_for"]

@@ -42,6 +42,7 @@ class RuntimeKind(StrEnum):
     CPYTHON = "cpython"
     NODE = "node"
     BUN = "bun"
+    DENO = "deno"
 
 
 class AgentHandle(Protocol):
