@@ -30,6 +30,8 @@ def modules(*names: str) -> list[ModuleInfo]:
     ("/usr/bin/node", ["node", "libc.so.6"], RuntimeKind.NODE),
     ("/opt/app/electron-like", ["electron-like", "libnode.so.115"], RuntimeKind.NODE),
     ("/home/me/node_modules/@oven/bun-linux-x64/bin/bun", [], RuntimeKind.BUN),
+    ("/home/me/node_modules/bun/bin/bun.exe", ["bun.exe", "libc.so.6"], RuntimeKind.BUN),
+    ("/home/me/node_modules/deno/deno", ["deno"], RuntimeKind.DENO),
     ("/usr/bin/pythonic-tool", [], RuntimeKind.NATIVE),
 ])
 def test_detect_kind(binary: str, loaded: list[str], kind: RuntimeKind) -> None:
@@ -40,7 +42,7 @@ def test_registered_runtimes_and_native_for_the_others() -> None:
     assert list(RUNTIMES) == [RuntimeKind.NATIVE, RuntimeKind.CPYTHON, RuntimeKind.NODE]
     for kind in (RuntimeKind.CPYTHON, RuntimeKind.NODE):
         assert runtime_for(kind) is RUNTIMES[kind]
-    for kind in (RuntimeKind.NATIVE, RuntimeKind.BUN):
+    for kind in (RuntimeKind.NATIVE, RuntimeKind.BUN, RuntimeKind.DENO):
         assert runtime_for(kind) is RUNTIMES[RuntimeKind.NATIVE]
 
 
