@@ -259,6 +259,206 @@ def test_a_changed_commonjs_file_runs_untraced_and_says_why(project: Project) ->
     assert any(e.startswith(f"{gone_text}: its rewritten source cannot be read") for e in run.errors), run.errors
 
 
+# ---- loaders that read a listed file themselves (tsx's require hook) ----
+
+TYPED = """\
+function scale(value: number, factor: number): number {
+  return value * factor;
+}
+module.exports = { scale };
+"""
+TYPED_REWRITTEN = """\
+function scale(value: number, factor: number): number { return __strobe.c(30, this, arguments, () => {
+  return value * factor;
+}); }
+module.exports = { scale };
+"""
+# A transpiler's require hook as tsx has one: it reads the file itself and compiles what it makes of it.
+TRANSPILER = """\
+const fs = require('fs');
+const Module = require('module');
+Module._extensions['.ts'] = function transpile(module, filename) {
+  const source = READ;
+  module._compile(String(source).replace(/: number/g, ''), filename);
+};
+"""
+TYPED_MAIN = "require('./transpiler.js');\nconsole.log(require('./typed.ts').scale(2, 3));\n"
+
+
+def typed_project(project: Project, read: str, indexed: str | None = None) -> None:
+    project.source("typed.ts", TYPED, TYPED_REWRITTEN, indexed=indexed)
+    project.source("transpiler.js", TRANSPILER.replace("READ", read))
+    project.source("main.js", TYPED_MAIN)
+    project.plan(on=[30], names={30: ["value", "factor"]})
+
+
+@pytest.mark.parametrize("read", ["fs.readFileSync(filename, 'utf8')", "fs.readFileSync(filename)",
+                                  "fs.readFileSync(filename, { encoding: 'latin1', flag: 'r' })"])
+def test_a_loader_reading_a_listed_file_is_given_its_rewritten_text(project: Project, read: str) -> None:
+    typed_project(project, read)
+    run = project.run("main.js")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == "6\n"
+    assert [(e[0], e[1]) for e in run.events] == [(ENTER, 30), (RETURN, 30)]
+    assert args_of(run.events[0]) == [["value", 2], ["factor", 3]] and run.events[1][6]["return"] == 6
+    assert run.errors == []  # the loader's output is neither text the plan knows: not reported as changed
+
+
+def test_a_loader_reading_a_changed_file_gets_it_and_it_runs_untraced(project: Project) -> None:
+    typed_project(project, "fs.readFileSync(filename, 'utf8')", indexed=TYPED + "// older\n")
+    run = project.run("main.js")
+    assert (run.returncode, run.stdout, run.events) == (0, "6\n", [])
+    typed = str(project.src / "typed.ts")
+    assert [e for e in run.errors if e.startswith(typed)] == [
+        f"{typed}: file changed since it was indexed (sha1 {sha1(TYPED.replace(': number', ''))}, indexed "
+        f"{sha1(TYPED + '// older' + chr(10))}): running it untraced"]
+
+
+def test_a_loader_reading_a_listed_file_another_way_runs_it_untraced_and_says_so(project: Project) -> None:
+    typed_project(project, "fs.readFileSync(require('url').pathToFileURL(filename))")  # a URL: not substituted
+    run = project.run("main.js")
+    assert (run.returncode, run.stdout, run.events) == (0, "6\n", [])
+    typed = str(project.src / "typed.ts")
+    assert run.errors == [f"{typed}: its source was transformed by a loader before Node compiled it (Strobe "
+                          "substitutes the file for a loader that reads it with fs.readFileSync itself, as tsx does): "
+                          "running it untraced"]
+
+
+SELF = """\
+const fs = require('fs');
+const own = fs.readFileSync(__filename, 'utf8');
+const during = require('./peer.js');
+function twice(x) {
+  return x * 2;
+}
+module.exports = { twice, own, during };
+"""
+SELF_REWRITTEN = """\
+const fs = require('fs');
+const own = fs.readFileSync(__filename, 'utf8');
+const during = require('./peer.js');
+function twice(x) { return __strobe.c(31, this, arguments, () => {
+  return x * 2;
+}); }
+module.exports = { twice, own, during };
+"""
+PEER = "module.exports = require('fs').readFileSync(require('path').join(__dirname, process.argv[2]));\n"
+SELF_MAIN = """\
+require('./transpiler.js');
+const fs = require('fs');
+const hash = (data) => require('crypto').createHash('sha1').update(data).digest('hex');
+const file = require('path').join(__dirname, process.argv[2]);
+const before = fs.readFileSync(file, 'utf8');
+const self = require(file);
+console.log(self.twice(4));
+console.log(JSON.stringify([before, self.own, self.during, fs.readFileSync(file)].map(hash)));
+"""
+
+
+@pytest.mark.parametrize("name", ["self.js", "self.ts"])  # read by Node's own .js handler; by a loader's own read
+def test_a_program_reading_its_own_listed_files_gets_what_is_on_disk(project: Project, name: str) -> None:
+    """Reads are substituted only between a module's entry in require.cache and its compile: the program's own
+    code (before the require, in the module's top level, in a module it requires meanwhile, afterwards) reads the
+    file as it is, while the module is still substituted."""
+    project.source(name, SELF, SELF_REWRITTEN)
+    project.source("peer.js", PEER)
+    project.source("transpiler.js", TRANSPILER.replace("READ", "fs.readFileSync(filename, 'utf8')"))
+    project.source("main.js", SELF_MAIN)
+    project.plan(on=[31], names={31: ["x"]})
+    run = project.run("main.js", name)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0] == "8" and [(e[0], e[1]) for e in run.events] == [(ENTER, 31), (RETURN, 31)]
+    assert json.loads(lines[1]) == [sha1(SELF)] * 4
+    assert run.errors == []
+
+
+# A require hook as ts-node has one: Node's own .js handler reads the file, the hook transforms what it compiles.
+COMPILE_WRAPPER = """\
+const Module = require('module');
+const js = Module._extensions['.js'];
+Module._extensions['.ts'] = function transpile(module, filename) {
+  const compile = module._compile;
+  module._compile = function (code, file) { return compile.call(this, code.replace(/: number/g, ''), file); };
+  return js(module, filename);
+};
+"""
+
+
+def test_nodes_own_read_is_left_alone_so_a_compile_wrapper_transforms_the_original(project: Project) -> None:
+    """Such a hook may type-check what it compiles (ts-node): it is not given the rewritten text, which declares
+    nothing for the wrapper's globals; the module runs untraced, and the preload says why."""
+    typed_project(project, "")
+    project.source("transpiler.js", COMPILE_WRAPPER)
+    run = project.run("main.js")
+    assert (run.returncode, run.stdout, run.events) == (0, "6\n", [])
+    typed = str(project.src / "typed.ts")
+    assert run.errors == [f"{typed}: its source was transformed by a loader before Node compiled it (Strobe "
+                          "substitutes the file for a loader that reads it with fs.readFileSync itself, as tsx does): "
+                          "running it untraced"]
+
+
+TSX_LOADER = Path(__file__).resolve().parents[1] / "toolchains" / "node_modules" / "tsx" / "dist" / "loader.mjs"
+GREET = """\
+export class Greeter {
+  constructor(private readonly greeting: string) {}
+
+  greet(name: string, times: number = 1): string {
+    return `${this.greeting} ${name}`.repeat(times);
+  }
+}
+
+export function fail(reason: string): never {
+  throw new TypeError(reason);
+}
+"""
+GREET_REWRITTEN = """\
+export class Greeter {
+  constructor(private readonly greeting: string) {}
+
+  greet(name: string, times: number = 1): string { return __strobe.c(40, this, arguments, () => {
+    return `${this.greeting} ${name}`.repeat(times);
+  }); }
+}
+
+export function fail(reason: string): never { return __strobe.c(41, this, arguments, () => {
+  throw new TypeError(reason);
+}); }
+"""
+GREET_MAIN = """\
+import { Greeter, fail } from './greet';
+const greeter: Greeter = new Greeter('hi');
+console.log(greeter.greet('ada', 2));
+fail('on purpose');
+"""
+
+
+@pytest.mark.skipif(not TSX_LOADER.exists(), reason=f"tsx is not installed ({TSX_LOADER} is missing): "
+                                                    "scripts/bootstrap.sh installs tests/toolchains/package.json")
+@pytest.mark.parametrize("package_type", ["commonjs", "module"])
+def test_typescript_through_tsx(project: Project, package_type: str) -> None:
+    """CommonJS: tsx's require hook reads the file (substituted); ES modules: tsx's load hook runs above Strobe's
+    and compiles the source Strobe's hook substituted. tsx's source maps keep the TypeScript files and lines."""
+    (project.src / "package.json").write_text(json.dumps({"type": package_type}))
+    project.source("greet.ts", GREET, GREET_REWRITTEN)
+    project.source("main.ts", GREET_MAIN)
+    project.plan(on=[40, 41], names={40: ["name", "times"], 41: ["reason"]})
+    done = subprocess.run([str(NODE), "--import", str(TSX_LOADER), str(project.src / "main.ts")], cwd=project.src,
+                          capture_output=True, text=True, timeout=DEADLINE_S, env=project.env())
+    run = Run(done.returncode, done.stdout, done.stderr, project.batches())
+    assert (run.returncode, run.stdout) == (1, "hi adahi ada\n"), run.stderr
+    assert run.errors == []
+    assert [(e[0], e[1]) for e in run.events] == [(ENTER, 40), (RETURN, 40), (ENTER, 41), (UNWIND, 41), (CRASH, 0)]
+    assert args_of(run.events[0]) == [["name", "ada"], ["times", 2]]
+    throw = line_of(GREET, "throw new TypeError")
+    assert run.events[3][6]["exception"] == {"type": "TypeError", "message": "on purpose", "line": throw}
+    crash = crash_fields(run.events[4][6])
+    frames = [(f["function"], Path(f["file"]).name, f["line"]) for f in crash["backtrace"]]
+    assert frames[0] == ("fail", "greet.ts", throw), frames
+    assert ("main.ts", line_of(GREET_MAIN, "fail('on purpose')")) in [(file, line) for _, file, line in frames]
+    assert f"greet.ts:{throw}" in run.stderr
+
+
 # ---- ES modules ----
 
 SHOP = """\
@@ -818,6 +1018,7 @@ console.log(JSON.stringify({
   strobe: typeof globalThis.__strobe,
   cache: Object.keys(require.cache).map((f) => require('path').basename(f)),
   compile: Module.prototype._compile.toString().includes('substitute'),
+  read: require('fs').readFileSync.toString().includes('rewritten'),
   exit: process.listenerCount('exit'), monitor: process.listenerCount('uncaughtExceptionMonitor'),
 }));
 """
@@ -831,11 +1032,11 @@ def test_a_program_without_strobe_node_dir_is_untouched(project: Project) -> Non
     plain = project.run("main.js", traced=False)
     assert with_preload.returncode == 0, with_preload.stderr
     assert with_preload.stdout == plain.stdout and json.loads(plain.stdout) == {
-        "strobe": "undefined", "cache": ["main.js"], "compile": False, "exit": 0, "monitor": 0}
+        "strobe": "undefined", "cache": ["main.js"], "compile": False, "read": False, "exit": 0, "monitor": 0}
     assert list(project.strobe.iterdir()) == []
     traced = project.run("main.js")  # with it: only the global (not enumerable) and the listeners are visible
-    assert json.loads(traced.stdout) == {"strobe": "object", "cache": ["main.js"], "compile": True, "exit": 1,
-                                         "monitor": 1}
+    assert json.loads(traced.stdout) == {"strobe": "object", "cache": ["main.js"], "compile": True, "read": True,
+                                         "exit": 1, "monitor": 1}
 
 
 def test_the_package_lists_every_file_the_preload_loads() -> None:

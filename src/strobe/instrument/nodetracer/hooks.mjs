@@ -3,7 +3,9 @@
  *
  * It runs on Node's hooks thread: it reads the plan there too (plan.cjs, at every load) and replaces a listed
  * file's source (format "module" or "commonjs", given as a string, Buffer, typed array or ArrayBuffer) by its
- * rewritten text when the source's sha1 is the indexed one; otherwise the source is left as it was loaded.
+ * rewritten text when the source's sha1 is the indexed one; otherwise the source is left as it was loaded. Hooks
+ * registered after it (tsx's, by `--import tsx`) run before it and get its result from nextLoad: tsx compiles the
+ * rewritten TypeScript.
  * Its failures go to the events file at once as batches with no events ({"v":1,"n":0,..., "errors": [...]}).
  */
 

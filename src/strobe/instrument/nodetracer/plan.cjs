@@ -15,6 +15,7 @@
  *   const plans = new PlanFile(dir, note, (plan) => tracer.setPlan(plan));
  *   plans.refresh();                               // a stat; reads and parses only when the file changed
  *   substitute(content, '/abs/app.js', plans.current, note)   // the text to compile
+ *   rewrittenFor('/abs/app.ts', plans.current, note)          // the text a loader reading the file is given
  *
  * A plan that is not valid (not JSON, not v1, over 64 MiB) is ignored with an error noted: the previous one stays.
  * A missing plan means nothing is traced or substituted. Used on the program's threads and the ESM hooks thread.
@@ -225,8 +226,34 @@ function substitute(source, file, plan, note) {
   } catch {
     // reported below as a changed file
   }
-  note(`${file}: file changed since it was indexed (sha1 ${digest}, indexed ${entry.sha1}): running it untraced`);
+  if (diskSha1(file) === entry.sha1) {
+    note(`${file}: its source was transformed by a loader before Node compiled it (Strobe substitutes the file for `
+      + 'a loader that reads it with fs.readFileSync itself, as tsx does): running it untraced');
+  } else {
+    note(`${file}: file changed since it was indexed (sha1 ${digest}, indexed ${entry.sha1}): running it untraced`);
+  }
   return null;
+}
+
+/** The sha1 of a file's content as the daemon indexed it (UTF-8, a byte order mark left out); null when unreadable. */
+function diskSha1(file) {
+  try {
+    const data = readBounded(file, MAX_SOURCE_BYTES);
+    const bom = data.length >= 3 && data[0] === 0xef && data[1] === 0xbb && data[2] === 0xbf;
+    return sha1(bom ? data.subarray(3) : data);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The rewritten text of `file` when the plan lists it and the file on disk still has the indexed sha1, else null:
+ * what a loader that reads the file itself (tsx's require hook) is given to compile in its place.
+ */
+function rewrittenFor(file, plan, note) {
+  const entry = plan.files.get(file);
+  if (entry === undefined || diskSha1(file) !== entry.sha1) return null;
+  return readTransformed(entry, file, note);
 }
 
 /** The "type" of the package.json nearest to `dir` ("module", "commonjs" or undefined), memoised in `types`. */
@@ -259,4 +286,6 @@ function listsEsModules(plan) {
   return false;
 }
 
-module.exports = { PlanFile, parsePlan, substitute, listsEsModules, sha1, EMPTY, PLAN_FILE, MAX_PLAN_BYTES };
+module.exports = {
+  PlanFile, parsePlan, substitute, rewrittenFor, listsEsModules, sha1, EMPTY, PLAN_FILE, MAX_PLAN_BYTES,
+};

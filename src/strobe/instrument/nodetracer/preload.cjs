@@ -7,7 +7,10 @@
  * - `<dir>/plan.json` is read (plan.cjs), again when it changes: at every module load and every 50 ms;
  * - sources the plan lists are replaced by their rewritten text when their sha1 still matches: CommonJS through
  *   Module.prototype._compile, ES modules through a load hook (hooks.mjs, `module.register`, its own thread: about
- *   30 ms at startup, so it is registered only once the plan lists a file that may load as an ES module);
+ *   30 ms at startup, so it is registered only once the plan lists a file that may load as an ES module), and for a
+ *   require hook that reads the file itself (tsx's, for TypeScript) through fs.readFileSync of exactly that path,
+ *   while the module loads and until it compiles (loader hooks registered after this one, such as tsx's, run above
+ *   it: they compile the rewritten text);
  * - `globalThis.__strobe` (not enumerable) records the calls of the ids that are on (recorder.cjs);
  * - events are appended to `<dir>/events-<pid>.jsonl` (outbox.cjs), flushed synchronously at 'exit';
  * - an uncaught exception or unhandled rejection that ends the program (or a worker) becomes a crash event.
@@ -42,11 +45,12 @@
   try {
     const path = require('path');
     const { pathToFileURL } = require('url');
+    const fs = require('fs');
     const Module = require('module');
     const { setInterval: startInterval } = require('timers');
     const { Outbox, sharedCounters } = require('./outbox.cjs');
     const { Recorder } = require('./recorder.cjs');
-    const { PlanFile, substitute, listsEsModules } = require('./plan.cjs');
+    const { PlanFile, substitute, rewrittenFor, listsEsModules } = require('./plan.cjs');
 
     const problems = [];
     let shared = wt.getEnvironmentData(COUNTERS);
@@ -89,12 +93,75 @@
       value: Object.freeze({ c: recorder.c, a: recorder.a }), enumerable: false, writable: false, configurable: true,
     });
 
+    // A loader that reads a module's file itself and compiles what it makes of it (tsx turns TypeScript into
+    // JavaScript in its require hook) would compile the original: while Node loads a listed module through require
+    // (it is in require.cache, not loaded, not compiled yet), fs.readFileSync of exactly its path by such a loader
+    // returns the rewritten text, if the file still has the indexed sha1. The loader's output differs from both
+    // texts the plan knows, so that module's compile is not checked again. Node's own read (its .js handler, which
+    // hooks such as ts-node's wrap) is left alone: the compile hook substitutes what Node read, as before. The
+    // module's own code runs after its compile: its reads get the file as it is.
+    const compiled = new WeakSet(); // modules whose _compile has begun
+    const served = new WeakSet(); // modules whose loader was given the rewritten text
+    const fsRead = fs.readFileSync;
+    if (typeof fsRead === 'function' && Module._cache !== null && typeof Module._cache === 'object') {
+      fs.readFileSync = function readFileSync(file, options) {
+        if (typeof file === 'string') {
+          try {
+            const loading = loadingModule(file);
+            const text = loading === null || readByNode(readFileSync) ? null : rewrittenRead(file, options);
+            if (text !== null) {
+              served.add(loading);
+              return text;
+            }
+          } catch (error) {
+            outbox.note('commonjs read', error);
+          }
+        }
+        return Reflect.apply(fsRead, this, arguments);
+      };
+    }
+    /** The module being loaded from `file`, between its entry in require.cache and its compile; else null. */
+    const loadingModule = (file) => {
+      const cached = Object.prototype.hasOwnProperty.call(Module._cache, file) ? Module._cache[file] : undefined;
+      if (!(cached instanceof Module) || cached.loaded !== false || compiled.has(cached)) return null;
+      return cached;
+    };
+    /** Whether the caller of `reader` is Node's own code (node:internal/...), from V8's frames (no stack text is
+     * formatted: the program's Error.prepareStackTrace is set aside meanwhile, not called). */
+    const readByNode = (reader) => {
+      const { prepareStackTrace, stackTraceLimit } = Error;
+      try {
+        Error.stackTraceLimit = 1;
+        Error.prepareStackTrace = (_, frames) => frames;
+        const holder = {};
+        Error.captureStackTrace(holder, reader);
+        const frames = holder.stack;
+        const caller = Array.isArray(frames) && frames.length > 0 ? frames[0].getFileName() : undefined;
+        return typeof caller === 'string' && caller.startsWith('node:');
+      } finally {
+        Error.prepareStackTrace = prepareStackTrace;
+        Error.stackTraceLimit = stackTraceLimit;
+      }
+    };
+    /** The rewritten text of a listed file as readFileSync(file, options) returns text, or null (read the file). */
+    const rewrittenRead = (file, options) => {
+      const encoding = typeof options === 'string' ? options
+        : options !== null && typeof options === 'object' ? options.encoding : undefined;
+      const flag = options !== null && typeof options === 'object' ? options.flag : undefined;
+      if ((flag !== undefined && flag !== 'r') || (encoding != null && !Buffer.isEncoding(encoding))) return null;
+      const rewritten = rewrittenFor(file, plans.refresh(), note);
+      if (rewritten === null) return null;
+      const bytes = Buffer.from(rewritten, 'utf8');
+      return encoding == null ? bytes : bytes.toString(encoding);
+    };
+
     const compile = Module.prototype._compile;
     if (typeof compile === 'function') {
       Module.prototype._compile = function _compile(content, filename, ...rest) {
         let source = content;
         try {
-          if (typeof content === 'string' && typeof filename === 'string') {
+          compiled.add(this); // the module's own code runs from here: its reads are its own
+          if (!served.has(this) && typeof content === 'string' && typeof filename === 'string') {
             const rewritten = substitute(content, filename, plans.refresh(), note);
             if (rewritten !== null) source = rewritten;
           }
