@@ -13,11 +13,16 @@ How it fits together, for one session:
 - the preload substitutes those files when Node loads them (CommonJS and ESM), and appends batches of events to
   `<dir>/events-<pid>.jsonl`; `NodeEvents` (one daemon thread) reads new lines and hands them to the session.
 
+TypeScript runs through tsx (`node --import tsx app.ts`): the rewritten .ts text is what tsx compiles (its ES module
+hook runs above the preload's; its require hook reads the file, and that read is substituted), so events carry the
+.ts file and the indexed line, and tsx's source maps keep the lines of stack traces.
+
 A Node process is native code too (Node's C++ and addons keep the native runtime's index and hooks).
 
 Limits of this first version, said in answers: a function added at runtime is wrapped only in modules loaded
 after that (a module already loaded keeps its code: stage the pattern before debug_launch); removing works at
-once; generator functions are not traced; TypeScript and source maps come later.
+once; generator functions are not traced. TypeScript is traced only through tsx: run by ts-node, or compiled to
+JavaScript, it runs untraced (the preload's reason goes to the daemon's log).
 """
 
 from __future__ import annotations
@@ -61,6 +66,9 @@ TAIL_INTERVAL_S = 0.02
 FLUSH_WAIT_S = 0.03  # the preload writes its buffer every 10 ms: a query waits this long for the last of it
 _EVENTS_FILE = re.compile(r"^events-(\d+)\.jsonl$")
 MAX_READ_BYTES = 8 << 20  # per file and turn: the preload's lines are at most ~1 MiB
+NO_TRACER = ("this Node process has no Strobe tracer in it: debug_launch adds one when its command is node itself "
+             "(TypeScript: command 'node', args ['--import', 'tsx', 'app.ts']); a process attached to, or started "
+             "through another command, has none")
 LATE_ADD = ("added while the program runs: only a module Node loads from now on gets it (a module already loaded "
             "keeps its code); stage the pattern with debug_trace before debug_launch to trace it from the start")
 
@@ -347,8 +355,7 @@ class NodeRuntime(NativeRuntime):
         if not (js_add or js_remove):
             return failed
         if plan is None:
-            return failed | {slot: "this Node process was not started by Strobe's launch (no tracer in it)"
-                             for slot, _ in js_add}
+            return failed | {slot: NO_TRACER for slot, _ in js_add}
         for slot in js_remove:
             plan.targets.pop(slot, None)
         for slot, function in js_add:
