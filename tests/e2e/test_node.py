@@ -218,9 +218,6 @@ async def test_a_typescript_crash_shows_typescript_files_and_lines(strobe: Strob
 
 
 @needs_tsx
-@pytest.mark.xfail(strict=True, reason="the daemon picks a launch's runtime by the command's own name (daemon/"
-                                       "launching.py: detect_kind(command.binary_path)): 'tsx' and 'npx' are scripts "
-                                       "node runs, so Node's tracer is not added; detect_kind(command.argv[0]) would")
 @pytest.mark.parametrize("command", ["tsx", pytest.param("npx", marks=pytest.mark.skipif(
     shutil.which("npx") is None, reason="npx is not installed"))])
 async def test_the_tsx_and_npx_commands(strobe: StrobeClient, ts_project: Path, command: str) -> None:

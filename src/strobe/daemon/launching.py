@@ -94,7 +94,7 @@ class Launching:
             agent_js = await services.worker.run(services.agent.get)
             live = self._session(command.binary_path, project_root, 0, settings, owns_output=True)
             preloaded = services.images.preload(command.binary_path)  # the index loads while the process spawns
-            runtime = runtime_for(detect_kind(command.binary_path, []))
+            runtime = runtime_for(detect_kind(command.argv[0], []))  # a #! script: its interpreter
             env, runtime_dir = runtime.launch_env(services.paths.home, env)
             if runtime_dir is not None:  # what the runtime's tracer in the program writes there reaches the session
                 live.closers.append(runtime.watch(runtime_dir, live.on_py_batch))
