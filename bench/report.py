@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench import node_bench
+
 TARGET_CALL_NS = 700
 TARGET_VS_FRIDA_TRACE = 20
 TARGET_EVENTS_PER_S = 250_000
@@ -54,6 +56,7 @@ def verdicts(results: dict[str, Any]) -> list[dict[str, Any]]:
                 out.append(_verdict(f"debug_query p50 at {int(size):,} events: {query}", timing["p50_ms"],
                                     TARGET_QUERY_P50_MS, "lower", "ms"))
     out += _python_verdicts(results.get("python", {}))
+    out += results.get("node", {}).get("verdicts", [])
     launch = results.get("launch")
     if launch:
         out.append(_verdict("debug_launch response (warm)", launch["warm_median_s"], TARGET_LAUNCH_S, "lower", "s"))
@@ -156,6 +159,8 @@ def table(results: dict[str, Any]) -> str:
                      f"{_fmt(launch['warm_max_s'] * 1000)}), {_fmt(launch['cold_cache_s'] * 1000)} ms with a cold "
                      "agent cache")
     lines += _python_table(results.get("python", {}))
+    if results.get("node"):
+        lines += node_bench.table(results["node"])
     symbols = results.get("symbols")
     if symbols:
         lines.append("Function index: " + ", ".join(f"{k} {_fmt(v)}" for k, v in symbols.items()))
