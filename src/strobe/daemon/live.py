@@ -31,6 +31,7 @@ from strobe.instrument.protocol import (
     TraceBatch,
     VariableSnapshot,
 )
+from strobe.instrument.records import RECORD_SIZE
 from strobe.settings import Settings
 from strobe.store.schema import EventKind
 from strobe.store.sessions import SessionRecord
@@ -149,7 +150,9 @@ class LiveSession:
                      pid)
             return
         ingest, count = process.ingest, batch_size(data)
-        if not self.ingest_worker.submit(lambda: on_batch(data), max(count, 1)):  # bounded like native records
+        # bounded like native records, by their count or their bytes (a JSON event is ~2-4x a native record's size)
+        weight = max(count, 1, len(data) // RECORD_SIZE)
+        if not self.ingest_worker.submit(lambda: on_batch(data), weight):
             log.warning("session %s: ingest queue full; %d Python events of pid %d dropped", self.record.id, count,
                         pid)
             self.ingest_worker.submit(lambda: ingest.refuse(count))
