@@ -247,8 +247,12 @@ async def test_a_launch_whose_client_vanishes_mid_way_is_finished_not_left_suspe
         assert await poll(resumed, 60, "the process to be resumed") in ("S", "R")
         print(f"resumed {time.monotonic() - started:.3f}s after its client vanished")
         async with connect(strobe_home) as other:  # its session is there for any client, running, and can be stopped
-            listed = (await other.call("debug_list_sessions"))["sessions"]
-            assert [(s["pid"], s["status"]) for s in listed] == [(pid, "running")]
+
+            async def running() -> list[dict[str, Any]] | None:  # a state other than t can come mid-injection too
+                listed: list[dict[str, Any]] = (await other.call("debug_list_sessions"))["sessions"]
+                return listed if [(s["pid"], s["status"]) for s in listed] == [(pid, "running")] else None
+
+            listed = await poll(running, 60, "the finished launch's session to be listed, running")
             await other.call("debug_stop", sessionId=listed[0]["sessionId"])
         await gone([pid], 10, "the stopped process to be gone")
 
