@@ -16,7 +16,7 @@ from strobe.daemon.process import ProcessImage
 from strobe.daemon.runtimes import RuntimeKind, runtime_for
 from strobe.daemon.services import Services
 from strobe.daemon.symbols import ModuleSymbols, SessionSymbols
-from strobe.instrument.launcher import ProcessGone
+from strobe.instrument.handle import ProcessGone
 from strobe.instrument.protocol import CrashReport, HookFailure, HooksUpdated, ModuleInfo, WatchesUpdated
 from strobe.paths import StrobePaths
 from strobe.store.reader import Reader

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from strobe.instrument.launcher import ProcessGone, ProcessHandle
+from strobe.instrument.handle import ProcessGone, ProcessHandle
 
 
 class SilentScript:

@@ -26,7 +26,7 @@ from tests.instrument.test_protocol_contract import QuietObserver, agent
 
 from strobe.instrument import protocol
 from strobe.instrument.agent_build import agent_source_dir, compile_agent
-from strobe.instrument.launcher import ProcessHandle
+from strobe.instrument.handle import ProcessHandle
 
 FORKING_C = r"""
 #include <stdio.h>

@@ -3,7 +3,7 @@
 - Every message interface of agent/src/common/protocol.ts, read by the TypeScript compiler (tag, fields,
   optional or not, basic types, nested types), equals the host's: the pydantic model parsing it (agent -> host)
   or the TypedDict of the request (host -> agent) in strobe.instrument.protocol.
-- What the host really posts (launcher.ProcessHandle's requests and acks) fits the agent's interfaces.
+- What the host really posts (handle.ProcessHandle's requests and acks) fits the agent's interfaces.
 - PROTOCOL_VERSION, and the trace record constants and field offsets of records.py, equal the agent's
   (native/layout.ts, which the C structs are checked against when they compile; see test_tracer_c.py).
 A disagreement fails with a line naming the message (or constant) and the field.
@@ -21,7 +21,8 @@ from tests.instrument.agent_ts import PROTOCOL_TS, layout_facts, protocol_facts,
 from tests.instrument.contract import AgentTypes, differences, python_shape, value_errors
 
 from strobe.instrument import protocol, records
-from strobe.instrument.launcher import Launcher, ProcessHandle
+from strobe.instrument.handle import ProcessHandle
+from strobe.instrument.launcher import Launcher
 
 
 @functools.cache

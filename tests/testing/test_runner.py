@@ -21,7 +21,7 @@ import pytest
 
 from strobe.errors import TestRunNotFound as RunNotFound
 from strobe.errors import ValidationError
-from strobe.instrument.launcher import Reaper
+from strobe.instrument.reaper import Reaper
 from strobe.testing import runner as runner_module
 from strobe.testing.adapters.base import FinishedRun, TestAdapter, tail
 from strobe.testing.model import LiveProgress, Outcome, ParsedRun

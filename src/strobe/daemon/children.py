@@ -23,7 +23,7 @@ from strobe.daemon.process import TracedProcess
 from strobe.daemon.services import Services
 from strobe.daemon.watches import Watch, WatchSpec
 from strobe.errors import ProcessExited
-from strobe.instrument.launcher import AgentTimeout, ProcessGone
+from strobe.instrument.handle import AgentTimeout, ProcessGone
 from strobe.store import sessions as store_sessions
 
 log = logging.getLogger(__name__)

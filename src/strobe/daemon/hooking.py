@@ -24,7 +24,7 @@ from strobe.daemon.symbols import TraceableFunction
 from strobe.daemon.tracing import HookPlan, plan_hooks
 from strobe.daemon.watches import Watch, WatchDecoder, agent_watches, assign, scope_warnings
 from strobe.errors import ProcessExited
-from strobe.instrument.launcher import ProcessGone
+from strobe.instrument.handle import ProcessGone
 from strobe.store import functions as store_functions
 
 log = logging.getLogger(__name__)

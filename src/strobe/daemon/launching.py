@@ -26,7 +26,7 @@ from strobe.daemon.session_ids import session_base_id
 from strobe.daemon.tracing import SessionTrace, parse_patterns
 from strobe.errors import FridaAttachFailed, SessionExists
 from strobe.instrument.command import ResolvedCommand
-from strobe.instrument.launcher import AgentTimeout, ProcessGone
+from strobe.instrument.handle import AgentTimeout, ProcessGone
 from strobe.settings import Settings
 from strobe.store import sessions as store_sessions
 from strobe.store.sessions import SessionRecord, SessionStatus
@@ -111,7 +111,7 @@ class Launching:
                                    services.images.load(command.binary_path, handle.modules, project_root, preloaded))
                 warnings = await apply_pending(live)
                 warnings += await live.image.runtime.prepare(services.worker.run, handle, live.serialization_depth)
-                lifeline = getattr(handle, "lifeline", None)  # instrument.launcher.ProcessHandle's
+                lifeline = getattr(handle, "lifeline", None)  # instrument.handle.ProcessHandle's
                 if lifeline is not None and lifeline.scope == "none":
                     warnings.append(f"This program is not tied to the daemon's life ({lifeline.error}): should the "
                                     "daemon die, it would keep running. debug_stop still ends it.")

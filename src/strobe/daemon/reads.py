@@ -14,7 +14,7 @@ from strobe.daemon.registry import LiveSessions
 from strobe.daemon.runtimes import RuntimeKind
 from strobe.daemon.services import Services
 from strobe.errors import FridaAttachFailed, ProcessExited, ValidationError
-from strobe.instrument.launcher import AgentTimeout, ProcessGone
+from strobe.instrument.handle import AgentTimeout, ProcessGone
 from strobe.instrument.protocol import ReadResult
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from strobe.daemon.tracing import parse_patterns
 from strobe.daemon.watches import WatchSpec
 from strobe.errors import ValidationError
-from strobe.instrument.launcher import Reaper
+from strobe.instrument.reaper import Reaper
 from strobe.paths import private_dir
 from strobe.store import test_durations
 from strobe.testing import adapters

@@ -18,18 +18,20 @@ import contextlib
 import logging
 import os
 import queue
-import subprocess
-import sys
 import threading
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import frida
 from pydantic import ValidationError as PydanticValidationError
 
 from strobe.errors import FridaAttachFailed
+from strobe.instrument.handle import (
+    FRIDA_ERRORS,
+    HANDSHAKE_TIMEOUT_S,
+    ProcessHandle,
+    ProcessObserver,
+)
 from strobe.instrument.protocol import (
-    CRASH_ACK,
     EXIT_ACK,
     PROTOCOL_VERSION,
     AgentLoaded,
@@ -38,219 +40,25 @@ from strobe.instrument.protocol import (
     Flushed,
     FollowUpdated,
     HooksUpdated,
-    LifelineRequest,
     LifelineState,
-    ModuleInfo,
     PollComplete,
     ProcessExit,
     PyBatch,
-    PyCommandRequest,
     PySetupDone,
-    PySetupRequest,
     PyState,
     ReadResponse,
-    ReleaseRequest,
     SamplingStateChange,
     TraceBatch,
     VariableSnapshot,
     WatchesUpdated,
     agent_message_adapter,
-    hooks_request,
-    read_memory_request,
 )
+from strobe.instrument.reaper import Reaper
 from strobe.instrument.records import RECORD_SIZE
 
 log = logging.getLogger(__name__)
 
-HANDSHAKE_TIMEOUT_S = 10.0
-REQUEST_TIMEOUT_S = 60.0
 CHILD_RESUME_DEADLINE_S = 30.0  # a gated child the daemon has not resumed by then is resumed anyway
-FRIDA_ERRORS: tuple[type[Exception], ...] = tuple(
-    getattr(frida, name) for name in dir(frida) if name.endswith("Error") and isinstance(getattr(frida, name), type)
-)
-
-
-class ProcessObserver(Protocol):
-    """What a launched process reports. Called on Frida's threads: enqueue, don't block."""
-
-    def on_output(self, pid: int, fd: int, data: bytes) -> None: ...
-
-    def on_exit_code(self, pid: int, code: int) -> None: ...
-
-    def on_detached(self, handle: ProcessHandle, reason: str) -> None:
-        """Frida let go of the process: it ended ("process-terminated"), or exec()ed ("process-replaced": its new
-        image arrives through on_child, same pid, new handle)."""
-
-    def on_trace_batch(self, pid: int, batch: TraceBatch, data: bytes) -> None: ...
-
-    def on_sampling_change(self, pid: int, change: SamplingStateChange) -> None: ...
-
-    def on_snapshot(self, pid: int, snapshot: VariableSnapshot, data: bytes) -> None: ...
-
-    def on_poll_complete(self, pid: int, done: PollComplete) -> None: ...
-
-    def on_crash(self, pid: int, report: CrashReport, stack: bytes) -> None:
-        """A fatal signal; the crashing thread waits until ProcessHandle.ack_crash()."""
-
-    def on_py_batch(self, pid: int, data: bytes) -> None:
-        """A batch of the Python tracer (JSON bytes)."""
-
-    def on_py_state(self, pid: int, state: PyState) -> None:
-        """The Python tracer was installed at Py_RunMain, or could not be."""
-
-    def on_child(self, handle: ProcessHandle, origin: str, parent_pid: int, path: str) -> None:
-        """A followed process forked (origin "fork"; vfork too), posix_spawn()ed or exec()ed ("exec": same pid,
-        new image at `path`). The agent is loaded in it and it is still suspended: give it its hooks, then
-        Launcher.resume(handle.pid). It is resumed anyway after CHILD_RESUME_DEADLINE_S."""
-
-
-@dataclass
-class ProcessHandle:
-    pid: int
-    session: Any  # frida.core.Session
-    script: Any  # frida.core.Script
-    observer: ProcessObserver
-    loaded: threading.Event = field(default_factory=threading.Event)
-    handshake_error: str | None = None
-    modules: list[ModuleInfo] = field(default_factory=list)
-    runtime_state: Any = None  # owned by the process's runtime (daemon/runtimes): the Python tracer's state
-    lifeline: LifelineState | None = None  # what ends with the daemon (tie_lifeline); scope "none": nothing
-    _replies: dict[int, tuple[threading.Event, list[Any]]] = field(default_factory=dict)
-    _reply_data: dict[int, bytes] = field(default_factory=dict)
-    _next_request: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _gone: bool = False  # detached: a request made now would wait for a reply that cannot come
-
-    def _request(self, build: Any, timeout: float, doing: str) -> Any:
-        """Post `build(request_id)` to the agent and wait for the reply carrying that request id."""
-        with self._lock:
-            if self._gone:
-                raise ProcessGone(f"The process {self.pid} has exited (its agent detached); nothing was sent.")
-            self._next_request += 1
-            request_id = self._next_request
-            waiter: tuple[threading.Event, list[Any]] = (threading.Event(), [])
-            self._replies[request_id] = waiter
-        try:
-            self.script.post(build(request_id))
-        except FRIDA_ERRORS as exc:
-            with self._lock:
-                self._replies.pop(request_id, None)
-            raise ProcessGone(f"The process {self.pid} is gone ({exc}).") from exc
-        if not waiter[0].wait(timeout):
-            with self._lock:
-                self._replies.pop(request_id, None)
-            raise AgentTimeout(
-                f"The agent in pid {self.pid} did not answer within {timeout:.0f}s while {doing}; the process may "
-                "be stopped (e.g. under another debugger) or exiting."
-            )
-        if not waiter[1]:
-            raise ProcessGone(f"The process {self.pid} exited while {doing}.")
-        return waiter[1][0]
-
-    def update_hooks(
-        self, action: Any, functions: list[tuple[int, int]], hot_calls_per_second: int, sample_every: int
-    ) -> HooksUpdated:
-        """Ask the agent to add or remove hooks ((function id, runtime address) pairs) and wait for it."""
-        reply: HooksUpdated = self._request(
-            lambda rid: hooks_request(rid, action, functions, hot_calls_per_second, sample_every),
-            REQUEST_TIMEOUT_S, "its hooks were being changed",
-        )
-        return reply
-
-    def read_memory(
-        self, recipes: list[dict[str, object]], timeout: float, poll: tuple[int, int, int] | None = None
-    ) -> tuple[ReadResponse, bytes]:
-        """Have the agent follow and copy each recipe (see agent/src/common/memory.ts); returns its answer and the
-        bytes its results point into. With `poll` the agent answers at once and streams snapshots."""
-        reply: ReadResponse = self._request(
-            lambda rid: read_memory_request(rid, recipes, poll), timeout, "reading memory"
-        )
-        with self._lock:
-            data = self._reply_data.pop(reply.requestId, b"")
-        return reply, data
-
-    def set_watches(self, watches: dict[str, object]) -> WatchesUpdated:
-        """Replace the agent's watches (see daemon.watches.agent_watches); it sends what it recorded under the
-        old ones first."""
-        reply: WatchesUpdated = self._request(
-            lambda rid: {"type": "watches", "requestId": rid, **watches}, REQUEST_TIMEOUT_S,
-            "its watches were being set",
-        )
-        return reply
-
-    def set_follow(self, funcs: list[dict[str, object]]) -> None:
-        """Add or replace the pointer-following plans of some functions (see daemon.follow); the agent sends
-        what it recorded under the old ones first."""
-        self._request(lambda rid: {"type": "follow", "requestId": rid, "funcs": funcs}, REQUEST_TIMEOUT_S,
-                      "its argument plans were being set")
-
-    def tie_lifeline(self, daemon_pid: int, fd: int) -> LifelineState:
-        """Have the agent tie the process's life to the pipe whose read end is `fd` in `daemon_pid`: the kernel kills
-        the process (its process group when it leads one) once the pipe's last writer closes."""
-        reply: LifelineState = self._request(
-            lambda rid: LifelineRequest(type="lifeline", requestId=rid, pid=daemon_pid, fd=fd), HANDSHAKE_TIMEOUT_S,
-            "its lifeline was being tied",
-        )
-        self.lifeline = reply
-        return reply
-
-    def release(self) -> None:
-        """Let go of the process and leave it running: untie its lifeline, then detach (Frida unloads the agent and
-        reports the detach as "application-requested")."""
-        reply: LifelineState = self._request(
-            lambda rid: ReleaseRequest(type="release", requestId=rid), REQUEST_TIMEOUT_S, "it was being released"
-        )
-        self.lifeline = reply
-        with contextlib.suppress(*FRIDA_ERRORS):  # gone already: nothing left to let go of
-            self.session.detach()
-
-    def ack_crash(self) -> None:
-        """Let the crashing thread go on to the signal's handler (the crash report is stored)."""
-        with contextlib.suppress(*FRIDA_ERRORS):  # the process may be gone already
-            self.script.post(CRASH_ACK)
-
-    def py_setup(self, bootstrap: str) -> PySetupDone:
-        """Give the agent the Python tracer's bootstrap: it runs it now (a running interpreter) or at Py_RunMain."""
-        reply: PySetupDone = self._request(
-            lambda rid: PySetupRequest(type="py_setup", requestId=rid, bootstrap=bootstrap), REQUEST_TIMEOUT_S,
-            "the Python tracer was being installed",
-        )
-        return reply
-
-    def py_command(self, command: str) -> None:
-        """One JSON command line for the Python tracer (queued by the agent until the tracer is installed)."""
-        try:
-            self.script.post(PyCommandRequest(type="py_command", command=command))
-        except FRIDA_ERRORS as exc:
-            raise ProcessGone(f"The process {self.pid} is gone ({exc}).") from exc
-
-    def flush(self, timeout: float) -> None:
-        """Have the agent send every event recorded so far; returns once they have been delivered."""
-        self._request(lambda rid: {"type": "flush", "requestId": rid}, timeout, "flushing its events")
-
-    def deliver_reply(
-        self,
-        reply: HooksUpdated | Flushed | ReadResponse | WatchesUpdated | FollowUpdated | PySetupDone | LifelineState,
-        data: bytes | None = None,
-    ) -> None:
-        with self._lock:
-            waiter = self._replies.pop(reply.requestId, None)
-            if waiter is not None and data:
-                self._reply_data[reply.requestId] = data
-        if waiter is not None:
-            waiter[1].append(reply)
-            waiter[0].set()
-
-    def fail_pending(self) -> None:
-        """The process is gone: wake every request still waiting (they will see no reply); later ones fail at once."""
-        with self._lock:
-            self._gone = True
-            waiters = list(self._replies.values())
-            self._replies.clear()
-        for event, _ in waiters:
-            event.set()
-
-
 def _parent_of(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/status") as status:
@@ -267,127 +75,6 @@ def _exe_of(pid: int) -> str:
         return os.readlink(f"/proc/{pid}/exe")
     except OSError:
         return ""
-
-
-REAPER_SOURCE = """
-import errno, os, signal, sys
-GROUP = 4  # PIDFD_SIGNAL_PROCESS_GROUP (Linux 6.9): the group whose id is the pidfd's pid, even once it is reaped
-
-def kill(key, fd):
-    if key[0] != "g":
-        if fd is not None:
-            signal.pidfd_send_signal(fd, signal.SIGKILL)
-        return
-    if fd is not None:
-        try:
-            signal.pidfd_send_signal(fd, signal.SIGKILL, None, GROUP)
-            return
-        except OSError as exc:
-            if exc.errno != errno.EINVAL:  # ESRCH: the group is empty (EINVAL: a kernel without the flag)
-                return
-    os.killpg(int(key[1:]), signal.SIGKILL)
-
-held = {}  # "123": the process 123; "g123": the process group 123 leads. A pidfd of 123, None if it was gone
-for line in sys.stdin:
-    key = line[1:].strip()
-    if line[0] == "+":
-        try:
-            held[key] = os.pidfd_open(int(key.lstrip("g")))
-        except OSError:
-            held[key] = None
-    elif key in held and (fd := held.pop(key)) is not None:
-        os.close(fd)
-for key, fd in held.items():
-    try:
-        kill(key, fd)
-    except OSError:
-        pass
-"""
-
-
-class Reaper:
-    """What must not outlive the daemon and nothing else ties to it, held by a helper process (started on first use)
-    that SIGKILLs it once its stdin, whose only writer is the daemon, reads end-of-file: the daemon is gone, however
-    it went (kill -9 included). Two kinds of things are held:
-
-    - a process not tied to the lifeline yet (spawned, or a child Frida stopped, until its agent answers). The helper
-      pins it with a pidfd, so a pid reused after its process ended is never signalled.
-    - a whole process group, by its leader (a test run's command, started in a session of its own: it has no agent,
-      so no lifeline). The helper pins the leader with a pidfd and at the end signals the group through it
-      (PIDFD_SIGNAL_PROCESS_GROUP): every member, grandchildren and processes a fork is creating included, as the
-      kernel delivers a group signal atomically against fork; and only that group, even if the leader was reaped and
-      its pid reused. On a kernel before 6.9 (or a leader already reaped when the helper got to it) it falls back to
-      killpg by number, which could only hit another group if this one had entirely ended and its id had been
-      reused in between.
-
-        reaper.hold(pid)           # spawned, or a child Frida stopped
-        reaper.let_go(pid)         # its lifeline is tied (or it is dead, or it runs untraced)
-        reaper.hold_group(leader)  # a test command just started with start_new_session=True
-        reaper.let_go_group(leader)  # the run is over: its group killed, its leader reaped
-    """
-
-    def __init__(self) -> None:
-        self._process: subprocess.Popen[bytes] | None = None
-        self._lock = threading.Lock()
-        self._broken = False
-
-    def hold(self, pid: int) -> None:
-        self._tell(f"+{pid}\n")
-
-    def let_go(self, pid: int) -> None:
-        self._tell(f"-{pid}\n")
-
-    def hold_group(self, leader: int) -> None:
-        self._tell(f"+g{leader}\n")
-
-    def let_go_group(self, leader: int) -> None:
-        self._tell(f"-g{leader}\n")
-
-    @property
-    def pid(self) -> int | None:
-        """The helper's pid; None before its first use or after close()."""
-        process = self._process
-        return process.pid if process is not None else None
-
-    def _tell(self, line: str) -> None:
-        with self._lock:
-            if self._broken:
-                return
-            try:
-                if self._process is None:  # a session of its own: a signal to the daemon's group spares it
-                    self._process = subprocess.Popen(
-                        [sys.executable, "-I", "-S", "-c", REAPER_SOURCE], stdin=subprocess.PIPE,
-                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                    )
-                assert self._process.stdin is not None
-                self._process.stdin.write(line.encode())
-                self._process.stdin.flush()
-            except OSError as exc:
-                self._broken = True
-                log.warning("the reaper is gone (%s): a process, or a test run's process group, that nothing else "
-                            "ties to the daemon may outlive it", exc)
-
-    def close(self) -> None:
-        """The daemon is closing: whatever the reaper still holds is killed, and it exits."""
-        with self._lock:
-            process, self._process = self._process, None
-        if process is not None:
-            assert process.stdin is not None
-            with contextlib.suppress(OSError):
-                process.stdin.close()
-            try:
-                process.wait(HANDSHAKE_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-
-class ProcessGone(FridaAttachFailed):
-    pass
-
-
-class AgentTimeout(FridaAttachFailed):
-    pass
 
 
 class Launcher:

@@ -207,7 +207,7 @@ AgentMessage = Annotated[AnyAgentMessage, Field(discriminator="type")]
 agent_message_adapter: TypeAdapter[AnyAgentMessage] = TypeAdapter(AgentMessage)
 
 # ---- host -> agent: the shapes of agent/src/common/protocol.ts's requests, for the builders here and in
-# launcher.ProcessHandle (tests/instrument/test_protocol_contract.py holds both to the agent's interfaces) ----
+# handle.ProcessHandle (tests/instrument/test_protocol_contract.py holds both to the agent's interfaces) ----
 
 
 class ExitAck(TypedDict):

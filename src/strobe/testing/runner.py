@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from strobe.errors import TestRunNotFound, ValidationError
-from strobe.instrument.launcher import Reaper
+from strobe.instrument.reaper import Reaper
 from strobe.paths import private_dir, private_opener
 from strobe.testing.adapters.base import FinishedRun, TestAdapter
 from strobe.testing.model import LiveProgress, Outcome, ParsedRun, TestCase, TestCommand, TestLevel

@@ -46,7 +46,7 @@ class RuntimeKind(StrEnum):
 
 
 class AgentHandle(Protocol):
-    """The agent in one process, as a runtime drives it (instrument.launcher.ProcessHandle)."""
+    """The agent in one process, as a runtime drives it (instrument.handle.ProcessHandle)."""
 
     pid: int
     modules: list[ModuleInfo]
@@ -108,7 +108,7 @@ class Runtime(ABC):
         hot_calls_per_second: int, sample_every: int,
     ) -> dict[int, str]:
         """Unhook `remove` (function slots), then hook `add` ((slot, function) pairs). Returns the slots that
-        could not be hooked, with why. Raises instrument.launcher.ProcessGone if the process went away."""
+        could not be hooked, with why. Raises instrument.handle.ProcessGone if the process went away."""
 
     @abstractmethod
     async def flush(self, run: Run[Any], handle: AgentHandle, timeout: float) -> None:
