@@ -14,8 +14,9 @@ from tests.store.summaries import rebuilt, summaries
 
 from strobe.store import counts
 from strobe.store import sessions as store_sessions
+from strobe.store.batches import ColumnGroup, EventBlock
 from strobe.store.schema import TIME_BUCKET_SHIFT, EventKind, connect
-from strobe.store.writer import ColumnGroup, EventBlock, Writer
+from strobe.store.writer import Writer
 
 TIMEOUT = 10
 ENTER, EXIT = int(EventKind.FUNCTION_ENTER), int(EventKind.FUNCTION_EXIT)

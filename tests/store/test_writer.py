@@ -13,9 +13,10 @@ import pytest
 
 from strobe.store import sessions as store_sessions
 from strobe.store import writer as writer_module
+from strobe.store.batches import ColumnGroup
 from strobe.store.schema import EVENT_COLUMNS, EventKind, connect
 from strobe.store.sessions import SessionStatus
-from strobe.store.writer import ColumnGroup, Writer
+from strobe.store.writer import Writer
 
 TIMEOUT = 10
 

@@ -29,7 +29,8 @@ from strobe.instrument.records import (
     decode,
 )
 from strobe.store import counts
-from strobe.store.writer import ColumnGroup, EventBlock, Writer
+from strobe.store.batches import ColumnGroup, EventBlock
+from strobe.store.writer import Writer
 
 log = logging.getLogger(__name__)
 

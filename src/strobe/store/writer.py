@@ -5,73 +5,54 @@ has accumulated, writes it in one transaction, then trims sessions over their FI
 chunks are assembled into lines here, so callbacks stay cheap. `call()` runs a function on the
 writer's connection after everything submitted before it, which is how session rows and status
 changes stay ordered with the events they describe.
+
+Its parts live beside it: what producers submit and how it is inserted (store/batches.py), which events each
+session keeps (store/fifo.py), losses not yet stored (store/losses.py), disk space (store/space.py), the
+checkpointing thread (store/checkpointer.py).
 """
 
 from __future__ import annotations
 
-import bisect
-import functools
 import logging
 import queue
 import sqlite3
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from strobe.store import counts
 from strobe.store import sessions as store_sessions
+from strobe.store.batches import (
+    INSERT_ROW,
+    SUMMARY_COLUMNS,
+    ColumnGroup,
+    EventBlock,
+    EventRow,
+    SummaryRow,
+    insert_group,
+)
+from strobe.store.checkpointer import Checkpointer
+from strobe.store.fifo import (
+    DEFAULT_MAX_EVENTS,
+    DEFAULT_MAX_OUTPUT,
+    OUTPUT_LANE,
+    OUTPUT_LANE_KINDS,
+    TRACE_LANE,
+    FifoKey,
+    SessionFifo,
+    lane_of,
+)
+from strobe.store.losses import Losses
 from strobe.store.output import OutputAssembler
-from strobe.store.schema import EVENT_COLUMNS, WAL_LIMIT_BYTES, EventKind, connect
+from strobe.store.schema import EventKind, connect
 from strobe.store.space import LOW_WATER_BYTES, Reserve, is_out_of_space
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-EventRow = tuple[Any, ...]
-"""One event in EVENT_COLUMNS order, without its id."""
-SummaryRow = tuple[Any, ...]
-SUMMARY_COLUMNS = ("id", "ts", "kind", "func", "duration", "retval")
-"""What the count tables need of an event submitted in groups (submit_groups)."""
-
-
-@dataclass(frozen=True)
-class ColumnGroup:
-    """Event rows that fill the same columns: `values` holds len(columns) values per row, row after row (a flat
-    list, so a producer builds it with one numpy `tolist()` and no Python object per row). `constants` are
-    columns with the same integer value in every row; they are written into the SQL instead of bound."""
-
-    columns: tuple[str, ...]
-    constants: tuple[tuple[str, int], ...]
-    values: list[Any]
-
-    @property
-    def rows(self) -> int:
-        return len(self.values) // len(self.columns)
-
-
-@dataclass(frozen=True)
-class EventBlock:
-    """`count` events of one session holding ids first_id.. (from reserve_ids), as column groups, with the
-    summary of them that the count tables need (store/counts.py)."""
-
-    session: int
-    first_id: int
-    count: int
-    groups: Sequence[ColumnGroup]
-    summary: counts.BlockSummary | None  # None: no event of the block is stored
-
-
-DEFAULT_MAX_EVENTS = 200_000
-DEFAULT_MAX_OUTPUT = 100_000
-TRACE_LANE, OUTPUT_LANE = 0, 1
-OUTPUT_LANE_KINDS = frozenset({int(EventKind.STDOUT), int(EventKind.STDERR), int(EventKind.CRASH),
-                               int(EventKind.VARIABLE_SNAPSHOT)})
-"""Kinds with a FIFO of their own per session (the output lane): trace events never evict them."""
 _MAX_ITEMS_PER_TRANSACTION = 50_000
 DELETE_CHUNK = 20_000
 """Events deleted per transaction when a session is deleted (Writer.delete_session)."""
@@ -83,157 +64,15 @@ OUTPUT_WAIT_S = 10.0
 """How long a producer of output waits for room before its chunk is dropped (and counted as lost)."""
 _IDLE_WAIT_S = 0.5
 _PARTIAL_WAIT_S = 0.05
-CHECKPOINT_INTERVAL_S = 0.2
 WRITER_AUTOCHECKPOINT_PAGES = 8192
-"""The writer checkpoints by itself only if the WAL passes this many pages (32 MiB) (see _Checkpointer)."""
-
-_INSERT = (
-    f"INSERT INTO events (id, {', '.join(EVENT_COLUMNS)}) "
-    f"VALUES ({', '.join('?' * (len(EVENT_COLUMNS) + 1))})"
-)
-
-
-@dataclass
-class _SessionFifo:
-    """Which id ranges a session owns, oldest first, so trimming deletes by primary-key range."""
-
-    limit: int = DEFAULT_MAX_EVENTS
-    count: int = 0
-    ranges: deque[list[int]] = field(default_factory=deque)
-    blocks: list[counts.BlockCells] = field(default_factory=list)  # of the trace blocks still stored, by first id
-
-    def add(self, first_id: int, n: int) -> None:
-        """Record ids first_id..first_id+n-1. Ids are reserved before they are written, so a block can
-        arrive after a higher one; ranges stay sorted so the oldest ids are trimmed first."""
-        self.count += n
-        new = [first_id, first_id + n - 1]
-        if not self.ranges or self.ranges[-1][1] < first_id:
-            last = self.ranges[-1] if self.ranges else None
-            if last is not None and last[1] + 1 == first_id:
-                last[1] = new[1]
-            else:
-                self.ranges.append(new)
-            return
-        position = bisect.bisect_left([r[0] for r in self.ranges], first_id)
-        self.ranges.insert(position, new)
-
-    def add_block(self, cells: counts.BlockCells) -> None:
-        if self.blocks and self.blocks[-1].first_id > cells.first_id:
-            bisect.insort(self.blocks, cells, key=lambda b: b.first_id)
-        else:
-            self.blocks.append(cells)
-
-    def blocks_within(self, lo: int, hi: int) -> list[counts.BlockCells]:
-        """The blocks with ids in lo..hi; those that end by `hi` are forgotten (trimming goes oldest first, so
-        nothing of theirs remains)."""
-        found = []
-        for block in self.blocks:
-            if block.first_id > hi:
-                break
-            if block.last_id >= lo:
-                found.append(block)
-        gone = 0
-        while gone < len(self.blocks) and self.blocks[gone].last_id <= hi:
-            gone += 1
-        del self.blocks[:gone]
-        return found
-
-    def snapshot(self) -> _SessionFifo:
-        """A copy to put back if the transaction that changes this one fails."""
-        return _SessionFifo(self.limit, self.count, deque([r[:] for r in self.ranges]), list(self.blocks))
-
-    def take_excess(self) -> list[tuple[int, int]]:
-        """Id ranges to delete so that `count` is back at `limit`."""
-        excess = self.count - self.limit
-        doomed: list[tuple[int, int]] = []
-        while excess > 0 and self.ranges:
-            lo, hi = self.ranges[0]
-            size = hi - lo + 1
-            if size <= excess:
-                doomed.append((lo, hi))
-                self.ranges.popleft()
-                excess -= size
-                self.count -= size
-            else:
-                doomed.append((lo, lo + excess - 1))
-                self.ranges[0][0] = lo + excess
-                self.count -= excess
-                excess = 0
-        return doomed
-
-
-class _Checkpointer:
-    """Copies the write-ahead log back into the database on a thread and connection of its own, so the writer's
-    commits never wait for it (done inside COMMIT it took ~6% of the writer's time under a flood). The writer
-    pokes it after each commit; it checkpoints at most every CHECKPOINT_INTERVAL_S. SQLite's own automatic
-    checkpoint stays on in the writer, at a higher threshold, in case this thread falls behind."""
-
-    def __init__(self, db_path: Path) -> None:
-        self._db_path = db_path
-        self._poked = threading.Event()
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="strobe-checkpoint", daemon=True)
-        self._thread.start()
-
-    def poke(self) -> None:
-        self._poked.set()
-
-    def close(self, timeout: float) -> None:
-        self._stopping.set()
-        self._poked.set()
-        self._thread.join(timeout)
-
-    def _run(self) -> None:
-        try:
-            conn = sqlite3.connect(self._db_path, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
-        except sqlite3.Error:
-            log.exception("store checkpointer: cannot open the store; the writer checkpoints instead")
-            return
-        try:
-            while not self._stopping.is_set():
-                self._poked.wait()
-                self._poked.clear()
-                if self._stopping.is_set():
-                    break
-                try:
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                except sqlite3.Error:
-                    log.exception("store checkpointer: checkpoint failed")
-                self._stopping.wait(CHECKPOINT_INTERVAL_S)  # pacing: each checkpoint ends with an fsync
-        finally:
-            conn.close()
-
-
-FifoKey = tuple[int, int]
-"""(session, lane)."""
-
-
-def _lane(kind: int) -> int:
-    return OUTPUT_LANE if kind in OUTPUT_LANE_KINDS else TRACE_LANE
-
-
-def _item_losses(item: tuple[Any, ...]) -> tuple[int, int]:
-    """(session, events) an item carries that are lost if its transaction fails; (0, 0) for what carries none."""
-    tag = item[0]
-    if tag == "rows":
-        return item[1], len(item[3])
-    if tag == "groups":
-        return item[1], len(item[4])
-    if tag == "block":
-        return item[1].session, item[1].count
-    if tag == "out" and item[4]:
-        return item[1], max(1, item[4].count(b"\n"))
-    return 0, 0
-
+"""The writer checkpoints by itself only if the WAL passes this many pages (32 MiB) (see store/checkpointer.py)."""
 
 class Writer:
     def __init__(self, db_path: Path) -> None:
         self._db_path = db_path
         self._queue: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="strobe-writer", daemon=True)
-        self._fifos: dict[FifoKey, _SessionFifo] = {}
+        self._fifos: dict[FifoKey, SessionFifo] = {}
         self._limits: dict[FifoKey, int] = {}
         self._assemblers: dict[tuple[int, int, int], OutputAssembler] = {}
         self._next_id = 1
@@ -241,14 +80,12 @@ class Writer:
         self._pending_rows = 0  # trace rows queued but not yet written, for backpressure
         self._pending_output = 0  # output bytes queued but not yet written, for backpressure
         self._room = threading.Condition()
-        self._lost_lock = threading.Lock()
-        self._unsaved_lost: dict[int, int] = {}  # events per session lost since the last commit that counted them
+        self._losses = Losses()
         self._reserve = Reserve(Path(f"{db_path}-reserve"))
         self._conn: sqlite3.Connection | None = None
         self._started = threading.Event()
         self._start_error: BaseException | None = None
-        self._saved: dict[FifoKey, _SessionFifo | None] = {}  # FIFOs as they were before this transaction
-        self._losses_in_flight: dict[int, int] = {}  # counted by the transaction being written
+        self._saved: dict[FifoKey, SessionFifo | None] = {}  # FIFOs as they were before this transaction
         self.rows_written = 0
         self.out_of_space = False
         """The last transaction failed for lack of disk space (cleared by the next one that commits)."""
@@ -277,7 +114,7 @@ class Writer:
             first = self.reserve_ids(len(session_rows))
             identified = [(first + i, *row) for i, row in enumerate(session_rows)]
             # one item per run of rows in the same lane, so each lane's FIFO gets contiguous id ranges
-            lanes = [_lane(row[2]) if len(row) > 2 else TRACE_LANE for row in session_rows]
+            lanes = [lane_of(row[2]) if len(row) > 2 else TRACE_LANE for row in session_rows]
             start = 0
             for end in range(1, len(lanes) + 1):
                 if end == len(lanes) or lanes[end] != lanes[start]:
@@ -316,7 +153,7 @@ class Writer:
         with self._room:
             if size and not self._room.wait_for(lambda: self._pending_output <= MAX_QUEUED_OUTPUT_BYTES,
                                                 OUTPUT_WAIT_S):
-                self._count_lost(session, max(1, data.count(b"\n")))
+                self._losses.add(session, max(1, data.count(b"\n")))
                 log.warning("store writer: output of session %d dropped (%d bytes): the store is not keeping up",
                             session, size)
                 return False
@@ -349,8 +186,7 @@ class Writer:
     def unsaved_losses(self, session: int) -> int:
         """Events of `session` lost to failed writes that the store does not count yet (its `lost` column gets
         them with the next commit; until then, readers add this)."""
-        with self._lost_lock:
-            return self._unsaved_lost.get(session, 0) + self._losses_in_flight.get(session, 0)
+        return self._losses.unsaved(session)
 
     def close(self, timeout: float = 10.0) -> None:
         if self._thread.is_alive():
@@ -358,11 +194,6 @@ class Writer:
             self._thread.join(timeout)
 
     # ---- writer thread ---------------------------------------------------------------------------
-
-    def _count_lost(self, session: int, events: int) -> None:
-        if session and events:
-            with self._lost_lock:
-                self._unsaved_lost[session] = self._unsaved_lost.get(session, 0) + events
 
     def _run(self) -> None:
         try:
@@ -378,7 +209,7 @@ class Writer:
         self._started.set()
         conn = self._conn
         conn.execute(f"PRAGMA wal_autocheckpoint = {WRITER_AUTOCHECKPOINT_PAGES}")
-        checkpointer = _Checkpointer(self._db_path)
+        checkpointer = Checkpointer(self._db_path)
         stopping = False
         while not stopping:
             wait = _PARTIAL_WAIT_S if any(a.has_partial for a in self._assemblers.values()) else _IDLE_WAIT_S
@@ -456,7 +287,7 @@ class Writer:
             self.out_of_space = True
         if self.out_of_space and not self._reserve.room_to_resume():
             for item in items:
-                self._count_lost(*_item_losses(item))
+                self._losses.add_item(item)
             self._write_control(conn, items, flush_all=flush_all)
             return False
         try:
@@ -472,7 +303,7 @@ class Writer:
                 log.exception("store writer: a transaction failed; its events are lost")
             self.out_of_space = full
             for item in items:
-                self._count_lost(*_item_losses(item))
+                self._losses.add_item(item)
             self._write_control(conn, items, flush_all=flush_all)
             return False
         if self.out_of_space:
@@ -499,18 +330,14 @@ class Writer:
 
     def _write(self, conn: sqlite3.Connection, items: list[tuple[Any, ...]], *, flush_all: bool) -> None:
         """One transaction. On failure it is rolled back and the in-memory FIFOs are put back as they were."""
-        saved: dict[FifoKey, _SessionFifo | None] = {}
+        saved: dict[FifoKey, SessionFifo | None] = {}
         self._saved = saved
-        self._losses_in_flight = {}
         try:
             self._write_items(conn, items, flush_all=flush_all)
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            with self._lost_lock:
-                for session, n in self._losses_in_flight.items():
-                    self._unsaved_lost[session] = self._unsaved_lost.get(session, 0) + n
-            self._losses_in_flight = {}
+            self._losses.failed()
             for key, fifo in saved.items():
                 if fifo is None:
                     self._fifos.pop(key, None)
@@ -527,21 +354,21 @@ class Writer:
             tag = item[0]
             if tag == "rows":
                 _, session, first, rows, lane = item
-                conn.executemany(_INSERT, rows)
+                conn.executemany(INSERT_ROW, rows)
                 counts.record(conn, session, counts.IDENTIFIED_COLUMNS, rows)
                 self._fifo(session, lane).add(first, len(rows))
                 written += len(rows)
             elif tag == "groups":
                 _, session, first, groups, summary = item
                 for group in groups:
-                    _insert_group(conn, group)
+                    insert_group(conn, group)
                 counts.record(conn, session, SUMMARY_COLUMNS, summary)
                 self._add_summarised(session, first, summary)
                 written += len(summary)
             elif tag == "block":
                 block: EventBlock = item[1]
                 for group in block.groups:
-                    _insert_group(conn, group)
+                    insert_group(conn, group)
                 fifo = self._fifo(block.session, TRACE_LANE)
                 if block.summary is not None:
                     counts.record_summary(conn, block.summary)
@@ -600,25 +427,15 @@ class Writer:
             pending.extend(_output_rows(session, pid, kind, pieces))
         written += self._insert(conn, pending)
         self._trim(conn)
-        self._save_losses(conn)
+        self._losses.save(conn)
         conn.execute("COMMIT")
-        self._losses_in_flight = {}
+        self._losses.committed()
         self.rows_written += written
         for future, result, error in settled:
             if error is not None:
                 future.set_exception(error)
             else:
                 future.set_result(result)
-
-    def _save_losses(self, conn: sqlite3.Connection) -> None:
-        """Counts of lost events go into the transaction that is about to commit (forgotten if it fails)."""
-        with self._lost_lock:
-            if not self._unsaved_lost:
-                return
-            losses, self._unsaved_lost = self._unsaved_lost, {}
-        self._losses_in_flight = losses  # given back to _unsaved_lost if the transaction fails
-        conn.executemany("UPDATE sessions SET lost = lost + ? WHERE key = ?",
-                         [(n, session) for session, n in losses.items()])
 
     def _add_summarised(self, session: int, first: int, summary: Sequence[SummaryRow]) -> None:
         """Ids first.. of summarised rows, each in its kind's lane (a Python crash comes among trace events)."""
@@ -627,9 +444,9 @@ class Writer:
             self._fifo(session, TRACE_LANE).add(first, len(summary))
             return
         for offset, kind in enumerate(kinds):
-            self._fifo(session, _lane(kind)).add(first + offset, 1)
+            self._fifo(session, lane_of(kind)).add(first + offset, 1)
 
-    def _fifo(self, session: int, lane: int) -> _SessionFifo:
+    def _fifo(self, session: int, lane: int) -> SessionFifo:
         """The FIFO of (session, lane), saved first if this transaction has not changed it yet."""
         key = (session, lane)
         fifo = self._fifos.get(key)
@@ -638,7 +455,7 @@ class Writer:
             saved[key] = None if fifo is None else fifo.snapshot()
         if fifo is None:
             default = DEFAULT_MAX_OUTPUT if lane == OUTPUT_LANE else DEFAULT_MAX_EVENTS
-            fifo = self._fifos[key] = _SessionFifo(limit=self._limits.get(key, default))
+            fifo = self._fifos[key] = SessionFifo(limit=self._limits.get(key, default))
         return fifo
 
     def _insert(self, conn: sqlite3.Connection, rows: list[EventRow]) -> int:
@@ -652,7 +469,7 @@ class Writer:
         for session, session_rows in by_session.items():
             first = self.reserve_ids(len(session_rows))
             identified = [(first + i, *row) for i, row in enumerate(session_rows)]
-            conn.executemany(_INSERT, identified)
+            conn.executemany(INSERT_ROW, identified)
             counts.record(conn, session, counts.IDENTIFIED_COLUMNS, identified)
             self._fifo(session, OUTPUT_LANE).add(first, len(session_rows))
         return len(rows)
@@ -669,34 +486,6 @@ class Writer:
                 dropped += hi - lo + 1
             column = "output_trimmed" if lane == OUTPUT_LANE else "trimmed"
             conn.execute(f"UPDATE sessions SET {column} = {column} + ? WHERE key = ?", (dropped, session))
-
-
-_ROWS_PER_STATEMENT = 64
-"""Rows per multi-row INSERT: SQLite's per-statement work (and a release of the GIL) is paid once per this many
-rows instead of once per row. The tail of a group goes in statements of 32, 16, ... 1 rows."""
-
-
-def _insert_group(conn: sqlite3.Connection, group: ColumnGroup) -> None:
-    values, width = group.values, len(group.columns)
-    done, rows = 0, group.rows
-    size = _ROWS_PER_STATEMENT
-    while done < rows:
-        while size > rows - done:
-            size //= 2
-        sql = _multi_insert(group.columns, group.constants, size)
-        while rows - done >= size:
-            conn.execute(sql, values[done * width:(done + size) * width])
-            done += size
-
-
-@functools.lru_cache(maxsize=256)
-def _multi_insert(columns: tuple[str, ...], constants: tuple[tuple[str, int], ...], rows: int) -> str:
-    names = [*columns, *(name for name, _ in constants)]
-    unknown = set(names) - {"id", *EVENT_COLUMNS}
-    if unknown or len(set(names)) != len(names):
-        raise ValueError(f"not distinct event columns: {names}")
-    row = "(" + ", ".join(["?"] * len(columns) + [str(int(value)) for _, value in constants]) + ")"
-    return f"INSERT INTO events ({', '.join(names)}) VALUES {', '.join([row] * rows)}"
 
 
 def _output_rows(session: int, pid: int, kind: int, pieces: list[tuple[int, str]]) -> list[EventRow]:

@@ -16,8 +16,8 @@ from typing import Any
 import orjson
 
 from strobe.daemon.ingest import MAX_PENDING_ROWS, TraceIngest
+from strobe.store.batches import ColumnGroup
 from strobe.store.schema import EventKind
-from strobe.store.writer import ColumnGroup
 
 log = logging.getLogger(__name__)
 
