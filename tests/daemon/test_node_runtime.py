@@ -8,6 +8,7 @@ from pathlib import Path
 
 from strobe.daemon.runtimes.node import JsScripts, NodeEvents, js_type
 from strobe.symbols.js_index import index_source
+from strobe.symbols.js_project import JsIndex
 from strobe.symbols.patterns import parse_js_pattern
 
 AUTH = """
@@ -20,7 +21,7 @@ module.exports = { check, Session };
 def test_a_pattern_matches_a_name_or_its_module_qualified_name(tmp_path: Path) -> None:
     path = tmp_path / "auth.js"
     path.write_text(AUTH)
-    scripts = JsScripts(tuple(index_source(AUTH, str(path))))
+    scripts = JsScripts(JsIndex(tuple(index_source(AUTH, str(path)))))
 
     def selected(text: str) -> list[str]:
         return [f.name for f in scripts.functions_at(scripts.positions(parse_js_pattern(text, str(tmp_path))))]

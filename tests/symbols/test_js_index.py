@@ -1,25 +1,16 @@
 """The JS/TS function index over the fixtures in js_fixtures/ (each a program node runs as it is, or after
 TypeScript's transpiler): names, kinds, flags, parameters, character offsets, then the naming rules one by one,
-syntax errors, and the project walk with its limits."""
+and syntax errors."""
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 
 import pytest
 
-from strobe.symbols.js_index import (
-    MAX_FILE_BYTES,
-    JsFunction,
-    JsIndex,
-    JsSourceError,
-    dialect_of,
-    index_project,
-    index_source,
-    module_of,
-)
+from strobe.symbols.js_index import JsFunction, JsSourceError, dialect_of, index_source, module_of
+from strobe.symbols.js_project import MAX_FILE_BYTES
 
 FIXTURES = Path(__file__).parent / "js_fixtures"
 
@@ -271,68 +262,6 @@ def test_module_names() -> None:
     ]  # fmt: skip
 
 
-def write(root: Path, files: dict[str, str | bytes]) -> None:
-    for name, content in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8")
-
-
-def test_index_project(tmp_path: Path) -> None:
-    write(tmp_path, {
-        "src/auth/index.ts": "export function login(user: string) {}",
-        "src/util.mjs": "export const slug = (s) => s",
-        "src/types.d.ts": "export declare function typed(): void;",
-        "src/broken.js": "function (",
-        "src/latin1.js": b"// caf\xe9\nfunction f() {}",
-        "src/bom.js": "\ufefffunction withBom() {}",
-        "dist/index.js": "exports.built = function () {}",
-        "node_modules/dep/index.js": "function dependency() {}",
-        ".cache/x.js": "function hidden() {}",
-        "README.md": "function notCode() {}",
-    })  # fmt: skip
-    index = index_project(tmp_path)
-    assert [(f.module, f.name) for f in index.functions] == [
-        ("dist", "built"), ("bom", "withBom"), ("util", "slug"), ("auth", "login"),
-    ]  # walk order: a directory's files by name, then its subdirectories
-    assert index.files == 4
-    skipped = dict(index.skipped)
-    assert list(skipped) == [str(tmp_path / "src/broken.js"), str(tmp_path / "src/latin1.js")]
-    assert "syntax error" in skipped[str(tmp_path / "src/broken.js")]
-    assert "not UTF-8" in skipped[str(tmp_path / "src/latin1.js")]
-    bom = index.functions[1]
-    assert bom.body_start == len("function withBom() ")  # the BOM is dropped, as Node's require does
-    assert index.notes == ()
-    with_deps = index_project(tmp_path, include_node_modules=True)
-    assert "dependency" in [f.name for f in with_deps.functions]
-    assert index.matching(re.compile(r"log.*")) == [3]
-    assert index.matching_files(lambda file: file is not None and file.endswith(".mjs")) == [2]
-    assert [f.name for f in index.at([0, 2])] == ["built", "slug"] and len(index) == 4
-
-
-def test_index_project_limits(tmp_path: Path) -> None:
-    write(tmp_path, {f"f{i}.js": f"function f{i}() {{}}" for i in range(5)})
-    write(tmp_path, {"big.js": "// " + "x" * 2000 + "\nfunction big() {}"})
-    index = index_project(tmp_path, max_files=3, max_file_bytes=1000)
-    assert [f.name for f in index.functions] == ["f0", "f1"]  # big.js, f0.js, f1.js: the first three
-    [(path, reason)] = index.skipped
-    assert path == str(tmp_path / "big.js")
-    assert reason == "2 KiB, over the 1 KiB limit: a bundle or generated code, not indexed"
-    [note] = index.notes
-    assert "first 3 source files" in note
-    empty = index_project(tmp_path / "nothing-here")
-    assert empty.functions == () and "No .js" in empty.notes[0]
-
-
-def test_unreadable_file(tmp_path: Path) -> None:
-    (tmp_path / "gone.js").symlink_to(tmp_path / "nowhere.js")  # unreadable even for root
-    [(path, reason)] = index_project(tmp_path).skipped
-    assert path == str(tmp_path / "gone.js") and "cannot be read (No such file or directory)" in reason
-
-
 def test_large_file_is_fast_enough() -> None:
     """A source just under the size limit: ~10k functions of every shape, non-ASCII throughout."""
     unit = (
@@ -348,7 +277,3 @@ def test_large_file_is_fast_enough() -> None:
     assert text[functions[-1].body_start : functions[-1].body_end] == "{ var t = 'ü'; return t }"
     print(f"\n{len(text) // 1024} KiB, {len(functions)} functions indexed in {elapsed:.2f} s")
     assert elapsed < 20, "indexing a file at the size limit must stay well under the daemon's patience"
-
-
-def test_index_type() -> None:
-    assert len(JsIndex(())) == 0

@@ -32,25 +32,20 @@ functions inside `describe("x", () => { function helper() {} })` are named as if
 
     functions = index_source(Path("src/auth.ts").read_text(), "src/auth.ts")
     [(f.name, f.line) for f in functions]           # [("login", 3), ("Session.refresh", 12), ...]
-    index = index_project(Path("/proj"))            # every .js .cjs .mjs .jsx .ts .mts .cts .tsx outside
-    index.skipped                                   #   node_modules and dot-directories, bounded
-    # (("/proj/src/broken.js", "syntax error at line 4, column 9 ..."), ...)
 
 Offsets (`body_start`, `body_end`, `prologue_end`) count characters of the Python str, not tree-sitter's UTF-8
-bytes. A file with a syntax error gives no functions: `index_source` raises `JsSourceError`, `index_project`
+bytes. A file with a syntax error gives no functions: `index_source` raises `JsSourceError`, `js_project.index_project`
 lists it in `skipped`; nothing tree-sitter recovered around the error is trusted.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from functools import cache
-from itertools import compress
 from operator import attrgetter
 from pathlib import Path
-from re import Pattern
 from typing import Literal
 
 import tree_sitter
@@ -65,9 +60,6 @@ SUFFIXES: dict[str, Dialect] = {
     ".ts": "ts", ".mts": "ts", ".cts": "ts",
     ".tsx": "tsx",
 }  # fmt: skip
-DECLARATION_SUFFIXES = (".d.ts", ".d.mts", ".d.cts")  # types only: no function has a body
-MAX_FILES = 20_000  # source files indexed per project; the walk stops there
-MAX_FILE_BYTES = 1024 * 1024  # bigger files are bundles or generated code, not what a user traces by name
 
 
 @dataclass(frozen=True, slots=True)
@@ -537,104 +529,3 @@ def _function(
         this_unreadable=_this_unreadable(node),
         parameter_properties=kind == "constructor" and _has_parameter_properties(node),
     )
-
-
-@dataclass(frozen=True, eq=False)
-class JsIndex:
-    """The functions of a project, file by file in walk order, each file's in source order, with what was
-    left out: `skipped` (path, reason) per file, `notes` for limits that cut the walk short.
-
-    Offers what `patterns.Pattern.positions` needs (`matching`, `matching_files`)."""
-
-    functions: tuple[JsFunction, ...]
-    skipped: tuple[tuple[str, str], ...] = ()
-    notes: tuple[str, ...] = ()
-    files: int = 0  # files indexed
-    _by_file: dict[str, list[int]] = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        by_file: dict[str, list[int]] = {}
-        for position, function in enumerate(self.functions):
-            by_file.setdefault(function.file, []).append(position)
-        object.__setattr__(self, "_by_file", by_file)
-
-    def matching(self, pattern: Pattern[str]) -> list[int]:
-        """Positions of the functions whose whole `name` matches `pattern`."""
-        names = map(attrgetter("name"), self.functions)
-        return list(compress(range(len(self.functions)), map(pattern.fullmatch, names)))
-
-    def matching_files(self, predicate: Callable[[str | None], bool]) -> list[int]:
-        """Positions of the functions whose file satisfies `predicate`, called once per file."""
-        return sorted(p for file, positions in self._by_file.items() if predicate(file) for p in positions)
-
-    def at(self, positions: Sequence[int]) -> list[JsFunction]:
-        return [self.functions[position] for position in positions]
-
-    def __len__(self) -> int:
-        return len(self.functions)
-
-
-def _source_files(root: str, include_node_modules: bool, max_files: int) -> tuple[list[str], bool]:
-    """The JS/TS files under `root` in walk order (a directory's files by name, then its subdirectories by
-    name; dot-directories and, unless asked, node_modules left out; symlinked directories not followed), and
-    whether `max_files` cut the list short."""
-    files: list[str] = []
-    for directory, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and (include_node_modules or d != "node_modules"))
-        for name in sorted(names):
-            if dialect_of(name) is None or name.endswith(DECLARATION_SUFFIXES):
-                continue
-            if len(files) == max_files:
-                return files, True
-            files.append(os.path.join(directory, name))
-    return files, False
-
-
-def _size(count: int) -> str:
-    return f"{count / 1024:.0f} KiB" if count < 1024 * 1024 else f"{count / 1024 / 1024:.1f} MiB"
-
-
-def index_project(
-    root: Path,
-    *,
-    include_node_modules: bool = False,
-    max_files: int = MAX_FILES,
-    max_file_bytes: int = MAX_FILE_BYTES,
-) -> JsIndex:
-    """Index every .js .cjs .mjs .jsx .ts .mts .cts .tsx file under `root`, except `.d.ts` files, dot-directories
-    (.git, .next, .cache, …) and node_modules (unless `include_node_modules`). `dist/` and `build/` are indexed:
-    compiled output is what `node dist/index.js` runs. Files over `max_file_bytes` (bundles, generated code),
-    unreadable, not UTF-8 or with a syntax error are listed in `skipped`; the walk stops after `max_files`
-    files, which a note says. A leading BOM is dropped, as Node's CommonJS loader does."""
-    top = os.path.abspath(root)
-    paths, truncated = _source_files(top, include_node_modules, max_files)
-    functions: list[JsFunction] = []
-    skipped: list[tuple[str, str]] = []
-    indexed = 0
-    for path in paths:
-        try:
-            size = os.path.getsize(path)
-            if size > max_file_bytes:
-                skipped.append((path, f"{_size(size)}, over the {_size(max_file_bytes)} limit: a bundle or generated "
-                                      "code, not indexed"))  # fmt: skip
-                continue
-            with open(path, "rb") as source:
-                text = source.read().decode("utf-8").removeprefix("\ufeff")
-            functions += index_source(text, path)
-            indexed += 1
-        except JsSourceError as error:
-            skipped.append((path, error.reason))
-        except UnicodeDecodeError as error:
-            skipped.append((path, f"not UTF-8 ({error.reason} at byte {error.start}): not indexed; save it as UTF-8"))
-        except OSError as error:
-            skipped.append((path, f"cannot be read ({error.strerror or error}): not indexed; check its permissions"))
-    notes: list[str] = []
-    if truncated:
-        notes.append(
-            f"Stopped after the first {max_files} source files under {top}: files after them (in walk order) were "
-            "not indexed. Point the project root at the application's own directory."
-        )
-    if not paths:
-        where = "" if include_node_modules else " outside node_modules"
-        notes.append(f"No .js/.cjs/.mjs/.jsx/.ts/.mts/.cts/.tsx file under {top}{where} and dot-directories.")
-    return JsIndex(tuple(functions), tuple(skipped), tuple(notes), indexed)

@@ -53,7 +53,8 @@ from strobe.instrument.protocol import ModuleInfo
 from strobe.paths import private_dir, private_opener
 from strobe.store.writer import Writer
 from strobe.symbols.index import FunctionInfo
-from strobe.symbols.js_index import JsFunction, index_project
+from strobe.symbols.js_index import JsFunction
+from strobe.symbols.js_project import JsIndex, index_project
 from strobe.symbols.js_transform import wrap_functions
 from strobe.symbols.patterns import Pattern
 
@@ -90,27 +91,20 @@ def _traceable(function: JsFunction) -> JsTarget:
 
 @dataclass(frozen=True, eq=False)
 class JsScripts:
-    """A project's JavaScript functions as plan_hooks selects from them: a glob matches the function's name
-    (`Class.method`, `func`) or its module-qualified name (`auth.login`, the module being the file's stem)."""
+    """A project's JavaScript functions as plan_hooks selects from them (symbols/js_project.py: a glob matches
+    `Class.method`, `func` or the module-qualified `auth.login`)."""
 
-    functions: tuple[JsFunction, ...]
+    index: JsIndex
     dialect = "javascript"
 
     def positions(self, pattern: Pattern) -> list[int]:
-        if pattern.name_regex is not None:
-            regex = pattern.name_regex
-            return [i for i, f in enumerate(self.functions)
-                    if regex.fullmatch(f.name) or regex.fullmatch(f"{f.module}.{f.name}")]
-        assert pattern.file_test is not None
-        test = pattern.file_test
-        verdicts: dict[str, bool] = {}
-        return [i for i, f in enumerate(self.functions) if verdicts.setdefault(f.file, test(f.file))]
+        return pattern.positions(self.index)
 
     def functions_at(self, positions: Sequence[int]) -> list[TraceableFunction]:
-        return [_traceable(self.functions[p]) for p in positions]
+        return [_traceable(function) for function in self.index.at(positions)]
 
     def __len__(self) -> int:
-        return len(self.functions)
+        return len(self.index)
 
 
 @dataclass
@@ -339,7 +333,7 @@ class NodeRuntime(NativeRuntime):
             log.info("javascript index of %s: %s", project_root, note)
         log.info("indexed %d JavaScript functions under %s", len(found.functions), project_root)
         return SessionSymbols(native.main_binary, native.main_has_dwarf, native.indexes,
-                              JsScripts(tuple(found.functions)))
+                              JsScripts(found))
 
     async def apply_hooks(
         self, run: Run[Any], handle: AgentHandle, add: Sequence[tuple[int, TraceableFunction]], remove: Sequence[int],

@@ -1,0 +1,77 @@
+"""The project walk over a directory tree (what is indexed, what is skipped and why, its limits) and the
+index's selection by name, module-qualified name and file."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from strobe.symbols.js_project import JsIndex, index_project
+
+
+def write(root: Path, files: dict[str, str | bytes]) -> None:
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+
+
+def test_index_project(tmp_path: Path) -> None:
+    write(tmp_path, {
+        "src/auth/index.ts": "export function login(user: string) {}",
+        "src/util.mjs": "export const slug = (s) => s",
+        "src/types.d.ts": "export declare function typed(): void;",
+        "src/broken.js": "function (",
+        "src/latin1.js": b"// caf\xe9\nfunction f() {}",
+        "src/bom.js": "\ufefffunction withBom() {}",
+        "dist/index.js": "exports.built = function () {}",
+        "node_modules/dep/index.js": "function dependency() {}",
+        ".cache/x.js": "function hidden() {}",
+        "README.md": "function notCode() {}",
+    })  # fmt: skip
+    index = index_project(tmp_path)
+    assert [(f.module, f.name) for f in index.functions] == [
+        ("dist", "built"), ("bom", "withBom"), ("util", "slug"), ("auth", "login"),
+    ]  # walk order: a directory's files by name, then its subdirectories
+    assert index.files == 4
+    skipped = dict(index.skipped)
+    assert list(skipped) == [str(tmp_path / "src/broken.js"), str(tmp_path / "src/latin1.js")]
+    assert "syntax error" in skipped[str(tmp_path / "src/broken.js")]
+    assert "not UTF-8" in skipped[str(tmp_path / "src/latin1.js")]
+    bom = index.functions[1]
+    assert bom.body_start == len("function withBom() ")  # the BOM is dropped, as Node's require does
+    assert index.notes == ()
+    with_deps = index_project(tmp_path, include_node_modules=True)
+    assert "dependency" in [f.name for f in with_deps.functions]
+    assert index.matching(re.compile(r"log.*")) == [3]
+    assert index.matching(re.compile(r"auth\.log.*")) == [3]  # module-qualified: the index file's directory
+    assert index.matching(re.compile(r"util\.log.*")) == []
+    assert index.matching_files(lambda file: file is not None and file.endswith(".mjs")) == [2]
+    assert [f.name for f in index.at([0, 2])] == ["built", "slug"] and len(index) == 4
+
+
+def test_index_project_limits(tmp_path: Path) -> None:
+    write(tmp_path, {f"f{i}.js": f"function f{i}() {{}}" for i in range(5)})
+    write(tmp_path, {"big.js": "// " + "x" * 2000 + "\nfunction big() {}"})
+    index = index_project(tmp_path, max_files=3, max_file_bytes=1000)
+    assert [f.name for f in index.functions] == ["f0", "f1"]  # big.js, f0.js, f1.js: the first three
+    [(path, reason)] = index.skipped
+    assert path == str(tmp_path / "big.js")
+    assert reason == "2 KiB, over the 1 KiB limit: a bundle or generated code, not indexed"
+    [note] = index.notes
+    assert "first 3 source files" in note
+    empty = index_project(tmp_path / "nothing-here")
+    assert empty.functions == () and "No .js" in empty.notes[0]
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    (tmp_path / "gone.js").symlink_to(tmp_path / "nowhere.js")  # unreadable even for root
+    [(path, reason)] = index_project(tmp_path).skipped
+    assert path == str(tmp_path / "gone.js") and "cannot be read (No such file or directory)" in reason
+
+
+def test_index_type() -> None:
+    assert len(JsIndex(())) == 0
