@@ -24,7 +24,7 @@ def test_a_pattern_matches_a_name_or_its_module_qualified_name(tmp_path: Path) -
     scripts = JsScripts(JsIndex(tuple(index_source(AUTH, str(path)))))
 
     def selected(text: str) -> list[str]:
-        return [f.name for f in scripts.functions_at(scripts.positions(parse_js_pattern(text, str(tmp_path))))]
+        return selected_in(scripts, text, tmp_path)
 
     assert selected("check") == ["auth.check"]
     assert selected("auth.check") == ["auth.check"]
@@ -32,6 +32,37 @@ def test_a_pattern_matches_a_name_or_its_module_qualified_name(tmp_path: Path) -
     assert selected("auth.**") == ["auth.check", "auth.Session.open"]
     assert selected("@usercode") == ["auth.check", "auth.Session.open"]
     assert selected("other.check") == []
+
+
+def test_a_package_is_indexed_when_a_pattern_names_it(tmp_path: Path) -> None:
+    (tmp_path / "auth.js").write_text(AUTH)
+    package = tmp_path / "node_modules" / "left-pad"
+    package.mkdir(parents=True)
+    (package / "package.json").write_text("{}")
+    (package / "index.js").write_text("function leftPad(s, n) { return s.padStart(n); }\nmodule.exports = leftPad;\n")
+    scripts = JsScripts(JsIndex(tuple(index_source(AUTH, str(tmp_path / "auth.js")))), tmp_path)
+
+    def selected(text: str) -> list[str]:
+        return selected_in(scripts, text, tmp_path)
+
+    assert selected("**.leftPad") == [] and len(scripts) == 2  # a glob does not walk node_modules
+    assert selected("left-pad.leftPad") == ["left-pad.leftPad"]
+    assert len(scripts) == 3 and scripts.packages["left-pad"] is not None
+    assert selected("**.leftPad") == ["left-pad.leftPad"]  # indexed now: positions count past the project's
+    assert selected("@usercode") == ["auth.check", "auth.Session.open"]  # never a package's files
+    assert selected("check") == ["auth.check"]
+    assert selected("nothere.f") == [] and scripts.packages["nothere"] is None
+    other = JsScripts(JsIndex(()), tmp_path)
+    assert selected_in(other, "@file:node_modules/left-pad/index.js", tmp_path) == ["left-pad.leftPad"]
+    scoped = tmp_path / "node_modules" / "@acme" / "util"
+    scoped.mkdir(parents=True)
+    (scoped / "package.json").write_text("{}")
+    (scoped / "main.js").write_text("exports.trim = (s) => s.trim();\n")
+    assert selected_in(other, "@file:node_modules/@acme/util/", tmp_path) == ["@acme/util.trim"]
+
+
+def selected_in(scripts: JsScripts, text: str, root: Path) -> list[str]:
+    return [f.name for f in scripts.functions_at(scripts.positions(parse_js_pattern(text, str(root))))]
 
 
 def test_event_files_are_delivered_a_whole_line_at_a_time(tmp_path: Path) -> None:

@@ -226,3 +226,40 @@ async def test_the_tsx_and_npx_commands(strobe: StrobeClient, ts_project: Path, 
     sid = await run_typescript(strobe, root, *launch, TS_PATTERNS)
     assert [e["text"] for e in await strobe.all_events(sid, eventType="stdout")] == TS_OUTPUT
     assert ("function_exit", "app.Basket.total") in calls(await strobe.all_events(sid))
+
+
+# ---- an installed package's own functions ----
+
+async def test_a_packages_own_functions_traced_while_a_script_uses_it(strobe: StrobeClient, tmp_path: Path) -> None:
+    """ms (from npm, installed by the bootstrap) traced by its package name; the project's own code by
+    @usercode, which never takes a package's files."""
+    root = tmp_path / "uses_ms"
+    (root / "node_modules").mkdir(parents=True)
+    (root / "node_modules" / "ms").symlink_to(TOOLCHAINS / "ms")  # as npm link or pnpm install it
+    (root / "main.js").write_text(
+        "const ms = require('ms');\n"
+        "function show(text) { return ms(text); }\n"
+        "console.log(show('2 days'), ms(60000));\n"
+    )
+    launched = await run_to_end(strobe, root, "main.js", ["ms.parse", "ms.fmtShort", "@usercode"])
+    sid = launched["sessionId"]
+    output = [e["text"] for e in await strobe.all_events(sid, eventType="stdout")]
+    assert output == ["172800000 1m\n"]
+    events = await strobe.all_events(sid, verbose=True)
+    assert calls(events) == [
+        ("function_enter", "main.show"), ("function_enter", "ms.parse"), ("function_exit", "ms.parse"),
+        ("function_exit", "main.show"), ("function_enter", "ms.fmtShort"), ("function_exit", "ms.fmtShort"),
+    ]
+    parse = [e for e in events if e.get("function") == "ms.parse"]
+    assert (parse[0]["arguments"], parse[0]["argumentNames"]) == (["2 days"], ["str"])
+    assert parse[1]["returnValue"] == 172800000
+    assert parse[0]["sourceFile"] == str((TOOLCHAINS / "ms" / "index.js").resolve())
+    assert parse[0]["line"] == 48  # `function parse(str) {` in ms 2.1.3
+
+
+async def test_a_package_that_is_not_installed_says_how_packages_are_named(
+        strobe: StrobeClient, tmp_path: Path) -> None:
+    (tmp_path / "main.js").write_text("console.log('hi');\n")
+    launched = await run_to_end(strobe, tmp_path, "main.js", ["leftpad.pad"])
+    said = " ".join(launched.get("warnings", []))
+    assert "'leftpad.pad' matched no function" in said and "named after the package" in said, launched

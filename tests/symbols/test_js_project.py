@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from strobe.symbols.js_project import JsIndex, index_project
+from strobe.symbols.js_project import JsIndex, find_package, index_package, index_project
 
 
 def write(root: Path, files: dict[str, str | bytes]) -> None:
@@ -75,3 +75,26 @@ def test_unreadable_file(tmp_path: Path) -> None:
 
 def test_index_type() -> None:
     assert len(JsIndex(())) == 0
+
+
+def test_find_package_walks_up_and_resolves_links(tmp_path: Path) -> None:
+    write(tmp_path, {
+        "node_modules/dep/package.json": "{}",
+        "node_modules/dep/lib/run.js": "function run() {}\nexports.go = () => run()",
+        "node_modules/dep/node_modules/inner/index.js": "function inner() {}",
+        "node_modules/notapackage/x.js": "function x() {}",
+        "real/linked/package.json": "{}",
+        "app/src/main.js": "",
+    })  # fmt: skip
+    (tmp_path / "app" / "node_modules").mkdir()
+    (tmp_path / "app" / "node_modules" / "linked").symlink_to(tmp_path / "real" / "linked")
+    app = tmp_path / "app"
+    assert find_package(app, "dep") == tmp_path / "node_modules" / "dep"  # from a directory above
+    assert find_package(app, "linked") == tmp_path / "real" / "linked"  # where Node runs its files
+    assert find_package(app, "notapackage") is None  # no package.json
+    assert find_package(app, "missing") is None
+    assert find_package(app, "..") is None and find_package(app, "@scope") is None
+    assert find_package(app, "@scope/../../etc") is None
+    index = index_package(tmp_path / "node_modules" / "dep", "dep")
+    assert [(f.module, f.name) for f in index.functions] == [("dep", "run"), ("dep", "go")]  # not its own deps
+    assert index.matching(re.compile(r"dep\.run")) == [0]

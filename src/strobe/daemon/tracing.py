@@ -79,7 +79,8 @@ def _no_match(text: str, dialects: Sequence[str]) -> str:
     if "javascript" in dialects:
         javascript = ("JavaScript functions are named 'func', 'Class.method' or 'module.func' (module: the file's "
                       "name without extension; '**.name' at any depth); '@file:src/auth.js' and '@usercode' select "
-                      "by file (the project's files are indexed, not node_modules)")
+                      "by file (the project's files are indexed, not node_modules); an installed package's "
+                      "functions are named after the package: 'semver.compare', 'ms.*' (its name in node_modules)")
         return f"Pattern '{text}' matched no function. {javascript}. {native} (Node's own C++ or an addon's)."
     if dialects == ["python"] or ("::" not in text and "python" in dialects and "." in text):
         advice = python

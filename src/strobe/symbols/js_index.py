@@ -65,7 +65,8 @@ SUFFIXES: dict[str, Dialect] = {
 @dataclass(frozen=True, slots=True)
 class JsFunction:
     name: str  # what patterns match: "login", "User.save", "api.get", "outer.inner", "default"
-    module: str  # the file's stem ("auth" for src/auth.ts); an index.* file is named after its directory
+    module: str  # the file's stem ("auth" for src/auth.ts); an index.* file is named after its directory; an
+    #              installed package's functions are named after the package (js_project.index_package)
     file: str  # absolute path
     line: int  # 1-based line where the function starts (after a method's decorators)
     column: int  # 1-based, in characters, of that start (as a Node stack trace counts, outside astral characters)

@@ -5,11 +5,14 @@
     index.skipped                                   #   node_modules and dot-directories, bounded
     # (("/proj/src/broken.js", "syntax error at line 4, column 9 ..."), ...)
     index.at(index.matching(re.compile("auth.log.*")))   # a pattern matches `name` or `module.name`
+    index_package(find_package(Path("/proj"), "semver"), "semver")   # an installed package, module "semver"
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,3 +125,30 @@ def index_project(
         where = "" if include_node_modules else " outside node_modules"
         notes.append(f"No .js/.cjs/.mjs/.jsx/.ts/.mts/.cts/.tsx file under {top}{where} and dot-directories.")
     return JsIndex(tuple(functions), tuple(skipped), tuple(notes), indexed)
+
+
+MAX_PACKAGE_FILES = 2_000  # source files indexed per npm package
+_PACKAGE_NAME = re.compile(r"(@[a-z0-9][\w.-]*/)?[a-z0-9][\w.-]*", re.IGNORECASE)  # npm names, scoped too
+
+
+def find_package(root: Path, name: str) -> Path | None:
+    """The directory of package `name` as Node resolves it from `root`: the first `node_modules/<name>` holding a
+    package.json in `root` or a directory above it, with symlinks resolved (npm link, pnpm: Node runs the files
+    at their real paths); None if there is none."""
+    if _PACKAGE_NAME.fullmatch(name) is None:
+        return None
+    directory = Path(os.path.abspath(root))
+    for place in (directory, *directory.parents):
+        candidate = place / "node_modules" / name
+        if (candidate / "package.json").is_file():
+            return Path(os.path.realpath(candidate))
+    return None
+
+
+def index_package(directory: Path, name: str) -> JsIndex:
+    """The functions of an installed package, its module named after the package (`semver.compare`, whatever
+    file defines it); its own node_modules are left out, as for a project, and the walk stops after
+    MAX_PACKAGE_FILES files."""
+    found = index_project(directory, max_files=MAX_PACKAGE_FILES)
+    renamed = tuple(dataclasses.replace(function, module=name) for function in found.functions)
+    return JsIndex(renamed, found.skipped, found.notes, found.files)

@@ -208,7 +208,8 @@ def parse_python_pattern(text: str, project_root: str | None) -> Pattern:
 _JS_SEGMENT = re.compile(r"[\w$*#-]+")
 _JS_FORMS = (
     "a JavaScript pattern is a dotted name with globs: 'func', 'Class.method', 'module.func' (module: the file's "
-    "name without extension), 'Class.*', '**.validate', or '@usercode' / '@file:src/auth.js'"
+    "name without extension, or an installed package's name), 'Class.*', '**.validate', or '@usercode' / "
+    "'@file:src/auth.js'"
 )
 
 

@@ -54,7 +54,7 @@ from strobe.paths import private_dir, private_opener
 from strobe.store.writer import Writer
 from strobe.symbols.index import FunctionInfo
 from strobe.symbols.js_index import JsFunction
-from strobe.symbols.js_project import JsIndex, index_project
+from strobe.symbols.js_project import JsIndex, find_package, index_package, index_project
 from strobe.symbols.js_transform import wrap_functions
 from strobe.symbols.patterns import Pattern
 
@@ -89,22 +89,73 @@ def _traceable(function: JsFunction) -> JsTarget:
     return JsTarget(info, function.file, function.body_start, NODE, function)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class JsScripts:
     """A project's JavaScript functions as plan_hooks selects from them (symbols/js_project.py: a glob matches
-    `Class.method`, `func` or the module-qualified `auth.login`)."""
+    `Class.method`, `func` or the module-qualified `auth.login`), then the installed packages patterns name:
+    a pattern whose first part is a package Node finds from the project root (`semver.compare`, `ms.*`), or an
+    `@file:` inside `node_modules/<package>/`, indexes that package the first time (its functions' module is its
+    name). Positions count across the project, then the packages in the order they were indexed."""
 
     index: JsIndex
+    root: Path | None = None
+    packages: dict[str, JsIndex | None] = field(default_factory=dict)  # name -> its index, None: not installed
+    _parts: list[JsIndex] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
     dialect = "javascript"
 
+    def __post_init__(self) -> None:
+        self._parts.append(self.index)
+
     def positions(self, pattern: Pattern) -> list[int]:
-        return pattern.positions(self.index)
+        with self._lock:
+            for name in _package_names(pattern):
+                self._package(name)
+            found: list[int] = []
+            base = 0
+            for part in self._parts:
+                found += (base + position for position in pattern.positions(part))
+                base += len(part)
+            return found
 
     def functions_at(self, positions: Sequence[int]) -> list[TraceableFunction]:
-        return [_traceable(function) for function in self.index.at(positions)]
+        with self._lock:
+            parts = list(self._parts)
+        functions: list[TraceableFunction] = []
+        for position in positions:
+            for part in parts:
+                if position < len(part):
+                    functions.append(_traceable(part.functions[position]))
+                    break
+                position -= len(part)
+        return functions
+
+    def _package(self, name: str) -> None:
+        if self.root is None or name in self.packages:
+            return
+        directory = find_package(self.root, name)
+        index = index_package(directory, name) if directory is not None else None
+        self.packages[name] = index
+        if index is not None:
+            log.info("indexed %d functions of package %s (%s)", len(index), name, directory)
+            self._parts.append(index)
 
     def __len__(self) -> int:
-        return len(self.index)
+        with self._lock:
+            return sum(map(len, self._parts))
+
+
+_IN_PACKAGE = re.compile(r"node_modules/((?:@[^/]+/)?[^/@][^/]*)")
+
+
+def _package_names(pattern: Pattern) -> list[str]:
+    """The packages a pattern may name: its first name part, or the package of an @file: path in node_modules."""
+    if pattern.text.startswith("@file:"):
+        return _IN_PACKAGE.findall(pattern.text)
+    if pattern.name_regex is None or "." not in pattern.text:
+        return []
+    first = pattern.text.split(".", 1)[0]
+    return [] if "*" in first else [first]
 
 
 @dataclass
@@ -333,7 +384,7 @@ class NodeRuntime(NativeRuntime):
             log.info("javascript index of %s: %s", project_root, note)
         log.info("indexed %d JavaScript functions under %s", len(found.functions), project_root)
         return SessionSymbols(native.main_binary, native.main_has_dwarf, native.indexes,
-                              JsScripts(found))
+                              JsScripts(found, Path(project_root)))
 
     async def apply_hooks(
         self, run: Run[Any], handle: AgentHandle, add: Sequence[tuple[int, TraceableFunction]], remove: Sequence[int],
