@@ -39,10 +39,10 @@ def test_detect_kind(binary: str, loaded: list[str], kind: RuntimeKind) -> None:
 
 
 def test_registered_runtimes_and_native_for_the_others() -> None:
-    assert list(RUNTIMES) == [RuntimeKind.NATIVE, RuntimeKind.CPYTHON, RuntimeKind.NODE]
-    for kind in (RuntimeKind.CPYTHON, RuntimeKind.NODE):
+    assert list(RUNTIMES) == [RuntimeKind.NATIVE, RuntimeKind.CPYTHON, RuntimeKind.NODE, RuntimeKind.BUN]
+    for kind in (RuntimeKind.CPYTHON, RuntimeKind.NODE, RuntimeKind.BUN):
         assert runtime_for(kind) is RUNTIMES[kind]
-    for kind in (RuntimeKind.NATIVE, RuntimeKind.BUN, RuntimeKind.DENO):
+    for kind in (RuntimeKind.NATIVE, RuntimeKind.DENO):
         assert runtime_for(kind) is RUNTIMES[RuntimeKind.NATIVE]
 
 

@@ -1095,3 +1095,29 @@ def test_costs_per_call_are_measured(project: Project, capsys: pytest.CaptureFix
               f"untraced call through __strobe.c {best['untraced'] - best['plain']:.1f} ns over a plain call "
               f"({best['plain']:.1f} ns); startup `node -e 0` {plain:.0f} ms plain, {commonjs:.0f} ms with the "
               f"preload, {with_hooks:.0f} ms with the ES module hook")
+
+
+BUN = Path(__file__).resolve().parents[1] / "toolchains" / "node_modules" / ".bin" / "bun"
+
+
+@pytest.mark.parametrize("runtime", ["node", "bun"])
+def test_the_preload_option_survives_a_path_with_spaces_and_quotes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runtime: str) -> None:
+    """Node reads a double-quoted value; Bun takes quotes literally and needs backslashes: each gets its own."""
+    from strobe.instrument import nodetracer
+
+    if runtime == "bun" and not BUN.exists():
+        pytest.skip("bun is not installed in tests/toolchains (scripts/bootstrap.sh installs it)")
+    odd = tmp_path / "a dir 'with' \"quotes\""
+    odd.mkdir()
+    marker = tmp_path / "ran"
+    preload = odd / "pre load.cjs"
+    preload.write_text(f"require('fs').writeFileSync({json.dumps(str(marker))}, 'yes');\n")
+    monkeypatch.setattr(nodetracer, "PRELOAD", preload)
+    (tmp_path / "app.js").write_text("console.log('app');\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("NODE_OPTIONS", "BUN_OPTIONS")}
+    env |= nodetracer.environment(tmp_path / "unused", "--no-warnings", "--smol")
+    binary = str(BUN) if runtime == "bun" else str(NODE)
+    done = subprocess.run([binary, "app.js"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout == "app\n", done.stderr
+    assert marker.read_text() == "yes"  # the preload ran, the options before it kept

@@ -1,8 +1,8 @@
 """The runtime registry: which runtimes Strobe can trace, and what a process runs.
 
 `RUNTIMES` maps a RuntimeKind to its Runtime (daemon/runtimes/base.py): native code, CPython (cpython.py) and
-Node (node.py), each interpreter's runtime tracing the interpreter's native code too. `detect_kind` also
-recognises Bun; until a kind has an entry here its processes are traced as native code (their interpreter's own
+Node and Bun (node.py), each interpreter's runtime tracing the interpreter's native code too. `detect_kind` also
+recognises Deno; until a kind has an entry here its processes are traced as native code (their interpreter's own
 functions).
 
 To add a runtime: write its host module next to native.py (a Runtime subclass) and its agent folder
@@ -19,13 +19,14 @@ from collections.abc import Sequence
 from strobe.daemon.runtimes.base import Runtime, RuntimeKind, ValueRenderer
 from strobe.daemon.runtimes.cpython import CPythonRuntime
 from strobe.daemon.runtimes.native import NativeRuntime
-from strobe.daemon.runtimes.node import NodeRuntime
+from strobe.daemon.runtimes.node import BunRuntime, NodeRuntime
 from strobe.instrument.protocol import ModuleInfo
 
 RUNTIMES: dict[RuntimeKind, Runtime] = {
     RuntimeKind.NATIVE: NativeRuntime(),
     RuntimeKind.CPYTHON: CPythonRuntime(),
     RuntimeKind.NODE: NodeRuntime(),
+    RuntimeKind.BUN: BunRuntime(),
 }
 
 _PYTHON = re.compile(r"^(python\d*(\.\d+)?[a-z]*|libpython\d.*\.so.*)$")
@@ -33,16 +34,15 @@ _NODE = re.compile(r"^(node(js)?|libnode\.so.*)$")
 _BUN = re.compile(r"^bun(-profile)?(\.exe)?$")  # npm's bun package names its binary bun.exe
 _DENO = re.compile(r"^deno$")
 
-UNTRACED_JAVASCRIPT = frozenset({RuntimeKind.BUN, RuntimeKind.DENO})
-"""Kinds that run JavaScript whose functions Strobe cannot trace yet (only Node's)."""
+UNTRACED_JAVASCRIPT = frozenset({RuntimeKind.DENO})
+"""Kinds that run JavaScript whose functions Strobe cannot trace yet (Node's and Bun's can)."""
 
 
 def untraced_javascript(kind: RuntimeKind) -> str:
-    """What a pattern on a Bun or Deno program can and cannot select."""
-    name = "Bun" if kind is RuntimeKind.BUN else "Deno"
-    return (f"{name} runs this program: its JavaScript functions cannot be traced yet (Node's can: run it with "
-            "node, e.g. through tsx for TypeScript). Its output and crashes are captured, and native functions "
-            "with debug info can be traced.")
+    """What a pattern on a Deno program can and cannot select."""
+    return ("Deno runs this program: its JavaScript functions cannot be traced (Node's and Bun's can: run it with "
+            "node, through tsx for TypeScript, or with bun). Its output and crashes are captured, and native "
+            "functions with debug info can be traced.")
 
 
 def detect_kind(binary: str, modules: Sequence[ModuleInfo]) -> RuntimeKind:

@@ -19,6 +19,9 @@ hook runs above the preload's; its require hook reads the file, and that read is
 
 A Node process is native code too (Node's C++ and addons keep the native runtime's index and hooks).
 
+Bun (`BunRuntime`) is the same runtime with `BUN_OPTIONS=--preload` (set for both: either may start the other);
+instrument/nodetracer/bun.cjs substitutes sources there.
+
 Limits of this first version, said in answers: a function added at runtime is wrapped only in modules loaded
 after that (a module already loaded keeps its code: stage the pattern before debug_launch); removing works at
 once; generator functions are not traced. TypeScript is traced only through tsx: run by ts-node, or compiled to
@@ -355,8 +358,9 @@ class NodeRuntime(NativeRuntime):
 
     def launch_env(self, home: Path, env: dict[str, str]) -> tuple[dict[str, str], Path | None]:
         directory = private_dir(private_dir(home / "node") / uuid.uuid4().hex)
-        options = env.get("NODE_OPTIONS", os.environ.get("NODE_OPTIONS"))
-        return {**env, **nodetracer.environment(directory, options)}, directory
+        node_options = env.get("NODE_OPTIONS", os.environ.get("NODE_OPTIONS"))
+        bun_options = env.get("BUN_OPTIONS", os.environ.get("BUN_OPTIONS"))
+        return {**env, **nodetracer.environment(directory, node_options, bun_options)}, directory
 
     def watch(self, directory: Path, deliver: Deliver) -> Callable[[], None]:
         EVENTS.watch(directory, deliver)
@@ -440,3 +444,10 @@ class NodeRuntime(NativeRuntime):
     def ingest(self, writer: Writer, session: int, pid: int, start_ns: int, table: SlotTable,
                peers: dict[int, TraceIngest]) -> TraceIngest:
         return PythonIngest(writer, session, pid, start_ns, table, peers)
+
+
+class BunRuntime(NodeRuntime):
+    """Bun runs the same preload (BUN_OPTIONS=--preload; instrument/nodetracer/bun.cjs substitutes sources through
+    a Bun plugin and require.extensions): everything else is Node's."""
+
+    kind = RuntimeKind.BUN

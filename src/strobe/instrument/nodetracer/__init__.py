@@ -1,9 +1,10 @@
 """The Node.js side of JavaScript tracing: a preload the daemon puts into the node processes it launches.
 
-The host never imports the JavaScript; it starts node with
+The host never imports the JavaScript; it starts node (or bun) with
 
-    env = {**os.environ, **environment(session_dir, os.environ.get("NODE_OPTIONS"))}
-    # NODE_OPTIONS='... --require "/abs/.../preload.cjs"', STROBE_NODE_DIR=session_dir
+    env = {**os.environ, **environment(session_dir, os.environ.get("NODE_OPTIONS"), os.environ.get("BUN_OPTIONS"))}
+    # NODE_OPTIONS='... --require "/abs/.../preload.cjs"', BUN_OPTIONS='... --preload "/abs/.../preload.cjs"',
+    # STROBE_NODE_DIR=session_dir
 
 after writing `session_dir/plan.json` (atomically: a temporary file, then os.replace):
 
@@ -20,6 +21,7 @@ hooks.mjs the ES module load hook it registers.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 DIRECTORY = Path(__file__).parent
@@ -27,7 +29,7 @@ PRELOAD = DIRECTORY / "preload.cjs"
 HOOKS = DIRECTORY / "hooks.mjs"
 # Every file the preload loads (a wheel must carry them all).
 SOURCES = tuple(DIRECTORY / name for name in ("preload.cjs", "hooks.mjs", "plan.cjs", "outbox.cjs",
-                                                "recorder.cjs", "values.cjs"))
+                                                "recorder.cjs", "values.cjs", "bun.cjs"))
 DIR_VARIABLE = "STROBE_NODE_DIR"
 PLAN_FILE = "plan.json"
 EVENTS_GLOB = "events-*.jsonl"
@@ -40,13 +42,25 @@ def events_file(directory: Path, pid: int) -> Path:
 
 
 def node_options(existing: str | None = None) -> str:
-    """NODE_OPTIONS with the preload required after the options already there (node reads double-quoted
-    values with backslash escapes, so any path works)."""
+    """NODE_OPTIONS with the preload required after the options already there (node reads a double-quoted value,
+    with backslash escapes, as one)."""
     quoted = '"' + str(PRELOAD).replace("\\", "\\\\").replace('"', '\\"') + '"'
-    option = f"--require {quoted}"
+    return _after(existing, f"--require {quoted}")
+
+
+def bun_options(existing: str | None = None) -> str:
+    """BUN_OPTIONS with the preload preloaded after the options already there (Bun ignores NODE_OPTIONS, and
+    takes quotes literally: a space is escaped with a backslash)."""
+    escaped = re.sub(r"([\\\s'\"])", r"\\\1", str(PRELOAD))
+    return _after(existing, f"--preload {escaped}")
+
+
+def _after(existing: str | None, option: str) -> str:
     return f"{existing} {option}" if existing and existing.strip() else option
 
 
-def environment(directory: Path, existing_node_options: str | None = None) -> dict[str, str]:
-    """The variables to add to a traced node program's environment."""
-    return {"NODE_OPTIONS": node_options(existing_node_options), DIR_VARIABLE: str(directory)}
+def environment(directory: Path, existing_node_options: str | None = None,
+                existing_bun_options: str | None = None) -> dict[str, str]:
+    """The variables to add to a traced node or bun program's environment (both: either may start the other)."""
+    return {"NODE_OPTIONS": node_options(existing_node_options), "BUN_OPTIONS": bun_options(existing_bun_options),
+            DIR_VARIABLE: str(directory)}

@@ -287,5 +287,6 @@ function listsEsModules(plan) {
 }
 
 module.exports = {
-  PlanFile, parsePlan, substitute, rewrittenFor, listsEsModules, sha1, EMPTY, PLAN_FILE, MAX_PLAN_BYTES,
+  PlanFile, parsePlan, substitute, rewrittenFor, listsEsModules, packageType, sha1, EMPTY, PLAN_FILE,
+  MAX_PLAN_BYTES,
 };

@@ -1,7 +1,8 @@
 'use strict';
 /**
  * Strobe's preload for traced node processes: `NODE_OPTIONS="--require /abs/preload.cjs"` with
- * `STROBE_NODE_DIR=<dir>` in the environment (child node processes inherit both and are traced too).
+ * `STROBE_NODE_DIR=<dir>` in the environment (child node processes inherit both and are traced too); for Bun,
+ * `BUN_OPTIONS="--preload /abs/preload.cjs"` (bun.cjs substitutes sources there).
  *
  * Without STROBE_NODE_DIR it does nothing. With it, in every thread of the program (main and workers):
  * - `<dir>/plan.json` is read (plan.cjs), again when it changes: at every module load and every 50 ms;
@@ -19,7 +20,7 @@
  */
 
 (function strobePreload() {
-  const ours = ['./preload.cjs', './values.cjs', './plan.cjs', './outbox.cjs', './recorder.cjs'];
+  const ours = ['./preload.cjs', './values.cjs', './plan.cjs', './outbox.cjs', './recorder.cjs', './bun.cjs'];
   const forget = () => {
     for (const name of ours) {
       try {
@@ -51,6 +52,7 @@
     const { Outbox, sharedCounters } = require('./outbox.cjs');
     const { Recorder } = require('./recorder.cjs');
     const { PlanFile, substitute, rewrittenFor, listsEsModules } = require('./plan.cjs');
+    const { bunLoader } = require('./bun.cjs');
 
     const problems = [];
     let shared = wt.getEnvironmentData(COUNTERS);
@@ -79,12 +81,14 @@
         wt.setEnvironmentData(HOOKS_THREAD, undefined);
       }
     };
+    const underBun = bunLoader(note); // Bun: a plugin's onLoad substitutes, for import and require
     const adopt = (plan) => {
       recorder.setPlan(plan);
       try {
-        if (!hooked && listsEsModules(plan)) registerHooks();
+        if (underBun !== null) underBun(plan);
+        else if (!hooked && listsEsModules(plan)) registerHooks();
       } catch (error) {
-        outbox.note('es module hooks', error);
+        outbox.note(underBun !== null ? 'bun loader' : 'es module hooks', error);
       }
     };
     const plans = new PlanFile(dir, note, adopt, wt.isMainThread);
