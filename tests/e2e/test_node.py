@@ -4,6 +4,7 @@ resolve and reject, an uncaught exception as a crash event; TypeScript programs 
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -226,6 +227,31 @@ async def test_the_tsx_and_npx_commands(strobe: StrobeClient, ts_project: Path, 
     sid = await run_typescript(strobe, root, *launch, TS_PATTERNS)
     assert [e["text"] for e in await strobe.all_events(sid, eventType="stdout")] == TS_OUTPUT
     assert ("function_exit", "app.Basket.total") in calls(await strobe.all_events(sid))
+
+
+TSC = TOOLCHAINS / ".bin" / "tsc"
+
+
+@pytest.mark.skipif(not TSC.exists(), reason="tsc is not installed (scripts/bootstrap.sh installs it)")
+@pytest.mark.parametrize("map_option", ["--sourceMap", "--inlineSourceMap"])
+async def test_compiled_typescript_is_shown_at_its_typescript_lines(
+        strobe: StrobeClient, ts_project: Path, map_option: str) -> None:
+    """tsc's JavaScript in dist/ is what node runs: events name the .ts file and line its source map gives, and
+    @file: selects by the .ts file."""
+    root = ts_project
+    compiled = subprocess.run([str(TSC), map_option, "--outDir", "dist", "--module", "commonjs", "--target", "es2020",
+                               "--types", "node", "app.ts", "inventory.ts"],
+                              cwd=root, capture_output=True, text=True, timeout=120)
+    assert compiled.returncode == 0, compiled.stdout + compiled.stderr
+    sid = await run_typescript(strobe, root, "node", ["dist/app.js"], ["@file:inventory.ts", "delivery"])
+    assert [e["text"] for e in await strobe.all_events(sid, eventType="stdout")] == TS_OUTPUT
+    events = await strobe.all_events(sid, verbose=True)
+    enters = [e for e in events if e["eventType"] == "function_enter"]
+    assert {e["sourceFile"] for e in enters} == {str(root / "inventory.ts"), str(root / "app.ts")}
+    price = next(e for e in enters if e["function"] == "inventory.priceOf")
+    assert price["line"] == line_of(root / "inventory.ts", "export function priceOf")
+    delivery = next(e for e in enters if e["function"].endswith("delivery"))
+    assert delivery["line"] == line_of(root / "app.ts", "function delivery")
 
 
 # ---- an installed package's own functions ----

@@ -98,3 +98,18 @@ def test_find_package_walks_up_and_resolves_links(tmp_path: Path) -> None:
     index = index_package(tmp_path / "node_modules" / "dep", "dep")
     assert [(f.module, f.name) for f in index.functions] == [("dep", "run"), ("dep", "go")]  # not its own deps
     assert index.matching(re.compile(r"dep\.run")) == [0]
+
+
+def test_compiled_files_take_their_source_maps_lines(tmp_path: Path) -> None:
+    write(tmp_path, {
+        "dist/a.js": "\n\nfunction a() {}\n//# sourceMappingURL=a.js.map\n",
+        "dist/a.js.map": '{"version": 3, "sources": ["../src/a.ts"], "mappings": ";;AAMA"}',
+        "dist/b.js": "function b() {}\n//# sourceMappingURL=missing.map\n",
+    })  # fmt: skip
+    index = index_project(tmp_path)
+    a, b = index.functions
+    assert (a.source, a.source_line, a.line) == (str(tmp_path / "src/a.ts"), 7, 3)
+    assert (b.source, b.source_line) == (None, None)
+    [note] = index.notes
+    assert note.startswith(str(tmp_path / "dist/b.js")) and "cannot be read" in note
+    assert index.matching_files(lambda file: file is not None and file.endswith("src/a.ts")) == [0]

@@ -88,6 +88,8 @@ class JsFunction:
     this_unreadable: bool  # reading `this` on entry can throw: a derived class's constructor (before super())
     # or an arrow whose `this` is that constructor's
     parameter_properties: bool  # TypeScript `constructor(private x: T)`: the compiler adds `this.x = x` to the body
+    source: str | None = None  # compiled code: the file its source map says the function came from (`src/auth.ts`)
+    source_line: int | None = None  # and the 1-based line there (js_project.index_project fills both)
 
 
 class JsSourceError(ValueError):

@@ -19,6 +19,7 @@ from pathlib import Path
 from re import Pattern
 
 from strobe.symbols.js_index import JsFunction, JsSourceError, dialect_of, index_source
+from strobe.symbols.source_maps import source_map_of
 
 DECLARATION_SUFFIXES = (".d.ts", ".d.mts", ".d.cts")  # types only: no function has a body
 MAX_FILES = 20_000  # source files indexed per project; the walk stops there
@@ -42,6 +43,8 @@ class JsIndex:
         by_file: dict[str, list[int]] = {}
         for position, function in enumerate(self.functions):
             by_file.setdefault(function.file, []).append(position)
+            if function.source is not None and function.source != function.file:
+                by_file.setdefault(function.source, []).append(position)
         object.__setattr__(self, "_by_file", by_file)
 
     def matching(self, pattern: Pattern[str]) -> list[int]:
@@ -51,8 +54,9 @@ class JsIndex:
         return [i for i, f in enumerate(self.functions) if match(f.name) or match(f"{f.module}.{f.name}")]
 
     def matching_files(self, predicate: Callable[[str | None], bool]) -> list[int]:
-        """Positions of the functions whose file satisfies `predicate`, called once per file."""
-        return sorted(p for file, positions in self._by_file.items() if predicate(file) for p in positions)
+        """Positions of the functions whose file, or the source their source map names, satisfies `predicate`,
+        called once per file."""
+        return sorted({p for file, positions in self._by_file.items() if predicate(file) for p in positions})
 
     def at(self, positions: Sequence[int]) -> list[JsFunction]:
         return [self.functions[position] for position in positions]
@@ -97,6 +101,7 @@ def index_project(
     paths, truncated = _source_files(top, include_node_modules, max_files)
     functions: list[JsFunction] = []
     skipped: list[tuple[str, str]] = []
+    notes: list[str] = []
     indexed = 0
     for path in paths:
         try:
@@ -107,7 +112,8 @@ def index_project(
                 continue
             with open(path, "rb") as source:
                 text = source.read().decode("utf-8").removeprefix("\ufeff")
-            functions += index_source(text, path)
+            found = index_source(text, path)
+            functions += _mapped(found, path, text, notes) if "sourceMappingURL" in text and found else found
             indexed += 1
         except JsSourceError as error:
             skipped.append((path, error.reason))
@@ -115,7 +121,6 @@ def index_project(
             skipped.append((path, f"not UTF-8 ({error.reason} at byte {error.start}): not indexed; save it as UTF-8"))
         except OSError as error:
             skipped.append((path, f"cannot be read ({error.strerror or error}): not indexed; check its permissions"))
-    notes: list[str] = []
     if truncated:
         notes.append(
             f"Stopped after the first {max_files} source files under {top}: files after them (in walk order) were "
@@ -125,6 +130,23 @@ def index_project(
         where = "" if include_node_modules else " outside node_modules"
         notes.append(f"No .js/.cjs/.mjs/.jsx/.ts/.mts/.cts/.tsx file under {top}{where} and dot-directories.")
     return JsIndex(tuple(functions), tuple(skipped), tuple(notes), indexed)
+
+
+def _mapped(functions: list[JsFunction], path: str, text: str, notes: list[str]) -> list[JsFunction]:
+    """Compiled functions with the source file and line their file's source map gives (unchanged when it has
+    none; a map that cannot be used is noted)."""
+    found = source_map_of(Path(path), text)
+    if found is None:
+        return functions
+    if isinstance(found, str):
+        notes.append(f"{path}: {found}; its functions are shown at their lines in it")
+        return functions
+    mapped = []
+    for function in functions:
+        origin = found.original(function.line, function.column)
+        mapped.append(function if origin is None else
+                      dataclasses.replace(function, source=origin[0], source_line=origin[1]))
+    return mapped
 
 
 MAX_PACKAGE_FILES = 2_000  # source files indexed per npm package

@@ -24,8 +24,9 @@ instrument/nodetracer/bun.cjs substitutes sources there.
 
 Limits of this first version, said in answers: a function added at runtime is wrapped only in modules loaded
 after that (a module already loaded keeps its code: stage the pattern before debug_launch); removing works at
-once; generator functions are not traced. TypeScript is traced only through tsx: run by ts-node, or compiled to
-JavaScript, it runs untraced (the preload's reason goes to the daemon's log).
+once; generator functions are not traced. TypeScript is traced through tsx, Bun, or compiled to JavaScript
+(shown at its .ts lines through the compiled files' source maps); run by ts-node it runs untraced (the preload's
+reason goes to the daemon's log).
 """
 
 from __future__ import annotations
@@ -87,7 +88,8 @@ class JsTarget(TraceableFunction):
 def _traceable(function: JsFunction) -> JsTarget:
     qualified = f"{function.module}.{function.name}"
     info = FunctionInfo(name=qualified, raw=function.name, signature=function.name, address=function.body_start,
-                        size=0, file=function.file, line=function.line, inlined_only=False,
+                        size=0, file=function.source or function.file, line=function.source_line or function.line,
+                        inlined_only=False,
                         params=len(function.params or ()))
     return JsTarget(info, function.file, function.body_start, NODE, function)
 
