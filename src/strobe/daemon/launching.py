@@ -13,6 +13,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from strobe.daemon.argtypes import ArgumentTypes
@@ -20,7 +21,7 @@ from strobe.daemon.ingest import SlotTable
 from strobe.daemon.live import LiveSession, SessionEvents
 from strobe.daemon.process import ProcessImage, TracedProcess
 from strobe.daemon.registry import LiveSessions
-from strobe.daemon.runtimes import detect_kind, runtime_for
+from strobe.daemon.runtimes import RuntimeKind, detect_kind, runtime_for
 from strobe.daemon.services import Services
 from strobe.daemon.session_ids import session_base_id
 from strobe.daemon.tracing import SessionTrace, parse_patterns
@@ -122,13 +123,17 @@ class Launching:
             return live, warnings
 
     async def attach_gated(self, pid: int, program: str, project_root: str, patterns: list[str],
-                           settings: Settings) -> LiveSession:
+                           settings: Settings, tracer_dir: Path | None = None) -> LiveSession:
         """A session on a process that waits to exec() its real program (a traced test run, see daemon/testruns.py):
-        attached with child gating, the patterns are hooked in the program it execs and in its children."""
+        attached with child gating, the patterns are hooked in the program it execs and in its children.
+        `tracer_dir`: where the JavaScript tracer of the run's node processes writes (the Node runtime's
+        launch_env made it), read into this session."""
         parse_patterns(patterns, project_root)
         services = self._services
         agent_js = await services.worker.run(services.agent.get)
         live = self._session(program, project_root, pid, settings, owns_output=False)
+        if tracer_dir is not None:
+            live.closers.append(runtime_for(RuntimeKind.NODE).watch(tracer_dir, live.on_py_batch))
         handle = await services.worker.run(lambda: services.launcher.attach(pid, agent_js, live))
         try:
             image = services.images.load(os.readlink(f"/proc/{pid}/exe"), handle.modules, project_root)

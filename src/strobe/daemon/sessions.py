@@ -22,6 +22,7 @@ import sqlite3
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from strobe.daemon.children import GONE, ChildFollowing
@@ -237,9 +238,9 @@ class SessionManager:
         return warnings
 
     async def _attach_test(self, pid: int, program: str, project_root: str, patterns: list[str],
-                           watches: Sequence[WatchSpec]) -> str:
+                           watches: Sequence[WatchSpec], tracer_dir: Path | None) -> str:
         settings = self.settings.for_project(project_root)
-        live = await self.launching.attach_gated(pid, program, project_root, patterns, settings)
+        live = await self.launching.attach_gated(pid, program, project_root, patterns, settings, tracer_dir)
         live.pending_watches = list(watches)
         return live.record.id
 

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from strobe.daemon.runtimes import RuntimeKind, runtime_for
 from strobe.daemon.tracing import parse_patterns
 from strobe.daemon.watches import WatchSpec
 from strobe.errors import ValidationError
@@ -30,7 +31,10 @@ Submit = Callable[[Callable[[Any], Any]], Any]  # Writer.call: runs on the write
 Read = Callable[[Callable[[Any], Any]], Awaitable[Any]]
 Report = Callable[[float, float | None, str | None], Awaitable[None]]  # (progress, total, message)
 # (pid, program, project root, patterns, watches) -> the session id
-Attach = Callable[[int, str, str, list[str], Sequence[WatchSpec]], Awaitable[str]]
+Attach = Callable[[int, str, str, list[str], Sequence[WatchSpec], Path | None], Awaitable[str]]
+"""(pid, program, project root, patterns, watches, the JavaScript tracer's directory or None) -> session id."""
+JAVASCRIPT_FRAMEWORKS = frozenset({"jest", "vitest", "mocha", "nodetest", "bun"})
+"""Test runs whose node (or bun) processes get the JavaScript tracer's preload when traced."""
 # The traced run's first process: blocks reading the FIFO ($0) until the session is attached, then becomes the
 # test command. `read` is a shell builtin: nothing is forked before the exec.
 _GATE_SCRIPT = 'read _ < "$0"; exec "$@"'
@@ -53,6 +57,7 @@ class TestRuns:
 
     def __init__(self, home: Path, submit: Submit, read: Read, attach: Attach, reaper: Reaper | None = None) -> None:
         """`reaper`: the launcher's, so one helper process holds both launched programs and test runs."""
+        self._home = home
         self._dir = home / "tests"
         self._submit, self._read, self._attach = submit, read, attach
         self._durations: dict[tuple[str, str], list[float]] = {}
@@ -101,6 +106,10 @@ class TestRuns:
             self.runner.get(run_id).user_command = command
             return {"testRunId": run_id, "status": "running", "framework": adapter.display_name}
         parse_patterns(trace_patterns, project_root)  # a bad pattern is refused before anything runs
+        tracer_dir = None
+        if adapter.name in JAVASCRIPT_FRAMEWORKS:  # the preload is in every node process the run starts
+            tracer_env, tracer_dir = runtime_for(RuntimeKind.NODE).launch_env(self._home, built.env)
+            built = dataclasses.replace(built, env=tracer_env)
         gate = report_dir / "strobe-gate"
         os.mkfifo(gate, 0o600)
         gated = dataclasses.replace(built, argv=["/bin/sh", "-c", _GATE_SCRIPT, str(gate), *built.argv])
@@ -110,7 +119,8 @@ class TestRuns:
         try:
             if run.process is None:  # it could not start: the run's status says why
                 return {"testRunId": run_id, "status": "running", "framework": adapter.display_name}
-            session_id = await self._attach(run.process.pid, built.argv[0], project_root, trace_patterns, watches)
+            session_id = await self._attach(run.process.pid, built.argv[0], project_root, trace_patterns, watches,
+                                            tracer_dir)
         except BaseException:
             await self.runner.cancel(run_id)  # the caller gets the error: no untraced run goes on unseen
             raise

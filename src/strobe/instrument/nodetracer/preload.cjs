@@ -12,8 +12,12 @@
  *   require hook that reads the file itself (tsx's, for TypeScript) through fs.readFileSync of exactly that path,
  *   while the module loads and until it compiles (loader hooks registered after this one, such as tsx's, run above
  *   it: they compile the rewritten text);
- * - `globalThis.__strobe` (not enumerable) records the calls of the ids that are on (recorder.cjs);
- * - events are appended to `<dir>/events-<pid>.jsonl` (outbox.cjs), flushed synchronously at 'exit';
+ * - test runners that read sources themselves (Jest's module registry: fs.readFileSync; Vitest through Vite:
+ *   fs.promises.readFile) are given the rewritten text of a listed file, recognised by the caller's package;
+ * - `globalThis.__strobe` (not enumerable) records the calls of the ids that are on (recorder.cjs); every context
+ *   vm.createContext makes (Jest's test environments) gets it too;
+ * - events are appended to `<dir>/events-<pid>.jsonl` (outbox.cjs), flushed synchronously at 'exit' and before
+ *   each IPC message a child process sends or a worker thread posts (test runners end their workers without 'exit');
  * - an uncaught exception or unhandled rejection that ends the program (or a worker) becomes a crash event.
  * Its own failures are counted and reported in the "errors" of the next batch, never thrown into the program;
  * the program's output, exit code and behaviour are otherwise those it has without the preload.
@@ -93,9 +97,31 @@
     };
     const plans = new PlanFile(dir, note, adopt, wt.isMainThread);
     plans.refresh();
+    const runtime = Object.freeze({ c: recorder.c, a: recorder.a });
     Object.defineProperty(globalThis, '__strobe', {
-      value: Object.freeze({ c: recorder.c, a: recorder.a }), enumerable: false, writable: false, configurable: true,
+      value: runtime, enumerable: false, writable: false, configurable: true,
     });
+    // Code run in a context of its own (vm.createContext: Jest's test environments, jsdom's window, Vitest's vm
+    // pools) has another global object: the rewritten functions of modules loaded there find `__strobe` on it too.
+    // (jest-environment-node copies globalThis's own properties, __strobe included; jsdom's environment does not.)
+    const vm = require('vm');
+    const createContext = vm.createContext;
+    if (typeof createContext === 'function') {
+      vm.createContext = function createContext_(...args) {
+        const context = Reflect.apply(createContext, this, args);
+        try {
+          if (Object.getOwnPropertyDescriptor(context, '__strobe') === undefined) {
+            Object.defineProperty(context, '__strobe', {
+              value: runtime, enumerable: false, writable: false, configurable: true,
+            });
+          }
+        } catch (error) {
+          outbox.note('vm context', error);
+        }
+        return context;
+      };
+      Object.defineProperty(vm.createContext, 'name', { value: 'createContext' });
+    }
 
     // A loader that reads a module's file itself and compiles what it makes of it (tsx turns TypeScript into
     // JavaScript in its require hook) would compile the original: while Node loads a listed module through require
@@ -111,17 +137,45 @@
       fs.readFileSync = function readFileSync(file, options) {
         if (typeof file === 'string') {
           try {
-            const loading = loadingModule(file);
-            const text = loading === null || readByNode(readFileSync) ? null : rewrittenRead(file, options);
-            if (text !== null) {
-              served.add(loading);
-              return text;
+            if (plans.current.files.has(file) && byTestLoader(readFileSync)) { // Jest's module registry
+              const text = rewrittenRead(file, options);
+              if (text !== null) return text;
+            } else {
+              const loading = loadingModule(file);
+              const text = loading === null || readByNode(readFileSync) ? null : rewrittenRead(file, options);
+              if (text !== null) {
+                served.add(loading);
+                return text;
+              }
             }
           } catch (error) {
             outbox.note('commonjs read', error);
           }
         }
         return Reflect.apply(fsRead, this, arguments);
+      };
+    }
+    // Test runners that read a source file themselves and evaluate what they make of it outside Node's module
+    // loader: Jest (jest-runtime's module registry, in a vm context, and jest-runner reading a test file: sync
+    // reads) and Vitest (Vite's transform pipeline in the vitest process: fs.promises.readFile; the code it makes
+    // runs in a fork or thread). Their reads of exactly a listed path get the rewritten text when the file still
+    // has the indexed sha1. Their transform caches are keyed by the text they read, so a result cached from the
+    // original text is not reused, nor is the traced one reused once tracing stops.
+    const fsp = fs.promises;
+    const fspRead = fsp !== null && typeof fsp === 'object' ? fsp.readFile : undefined;
+    if (typeof fspRead === 'function') {
+      fsp.readFile = function readFile(file, options) {
+        if (typeof file === 'string') {
+          try {
+            if (plans.current.files.has(file) && byTestLoader(readFile)) {
+              const text = rewrittenRead(file, options);
+              if (text !== null) return Promise.resolve(text);
+            }
+          } catch (error) {
+            outbox.note('test runner read', error);
+          }
+        }
+        return Reflect.apply(fspRead, this, arguments);
       };
     }
     /** The module being loaded from `file`, between its entry in require.cache and its compile; else null. */
@@ -133,6 +187,16 @@
     /** Whether the caller of `reader` is Node's own code (node:internal/...), from V8's frames (no stack text is
      * formatted: the program's Error.prepareStackTrace is set aside meanwhile, not called). */
     const readByNode = (reader) => {
+      const caller = callerFile(reader);
+      return typeof caller === 'string' && caller.startsWith('node:');
+    };
+    const TEST_LOADERS = /[\\/]node_modules[\\/](?:jest-runtime|jest-runner|vite|vitest)[\\/]/;
+    const byTestLoader = (reader) => {
+      const caller = callerFile(reader);
+      return typeof caller === 'string' && TEST_LOADERS.test(caller);
+    };
+    /** The file of the function that called `reader`, from V8's frames. */
+    const callerFile = (reader) => {
       const { prepareStackTrace, stackTraceLimit } = Error;
       try {
         Error.stackTraceLimit = 1;
@@ -140,8 +204,7 @@
         const holder = {};
         Error.captureStackTrace(holder, reader);
         const frames = holder.stack;
-        const caller = Array.isArray(frames) && frames.length > 0 ? frames[0].getFileName() : undefined;
-        return typeof caller === 'string' && caller.startsWith('node:');
+        return Array.isArray(frames) && frames.length > 0 ? frames[0].getFileName() : undefined;
       } finally {
         Error.prepareStackTrace = prepareStackTrace;
         Error.stackTraceLimit = stackTraceLimit;
@@ -179,6 +242,34 @@
     }
 
     process.on('exit', () => outbox.exit(!wt.isMainThread));
+    // A test runner ends its workers as soon as they have reported their work done, with no 'exit' in them: Vitest
+    // kills its forks (SIGTERM) and terminates its threads (Worker.terminate()). So a child process with an IPC
+    // channel writes its events before each message it sends, and a worker thread before each message it posts.
+    // (Not a SIGTERM listener: with signal-exit's, each would leave ending the process to the other.)
+    const send = process.send;
+    if (typeof send === 'function') {
+      process.send = function send_(...args) {
+        try {
+          outbox.flush();
+        } catch (error) {
+          outbox.note('send', error);
+        }
+        return Reflect.apply(send, this, args);
+      };
+      Object.defineProperty(process.send, 'name', { value: 'send' });
+    }
+    const postMessage = wt.MessagePort.prototype.postMessage;
+    if (!wt.isMainThread && typeof postMessage === 'function') {
+      wt.MessagePort.prototype.postMessage = function postMessage_(...args) {
+        try {
+          outbox.flush();
+        } catch (error) {
+          outbox.note('post message', error);
+        }
+        return Reflect.apply(postMessage, this, args);
+      };
+      Object.defineProperty(wt.MessagePort.prototype.postMessage, 'name', { value: 'postMessage' });
+    }
     process.on('uncaughtExceptionMonitor', (error, origin) => {
       try {
         if (process.listenerCount('uncaughtException') > 0 || process.hasUncaughtExceptionCaptureCallback()) return;

@@ -145,6 +145,23 @@ function cachedName(proto) {
   return name;
 }
 
+// Another realm's Object.prototype and Array.prototype (a vm context's: Jest's test environment, Vitest's vm pools)
+// count as the plain ones: a plain object or array made there is rendered as one made here.
+const plainProtos = new WeakSet([ObjectProto]);
+const arrayProtos = new WeakSet([ArrayProto]);
+function isObjectProto(proto) {
+  if (proto === ObjectProto || plainProtos.has(proto)) return true;
+  if (proto === null || protoOf(proto) !== null || cachedName(proto) !== 'Object') return false;
+  plainProtos.add(proto);
+  return true;
+}
+function isArrayProto(proto) {
+  if (proto === ArrayProto || arrayProtos.has(proto)) return true;
+  if (proto === null || !isArray(proto) || cachedName(proto) !== 'Array' || !isObjectProto(protoOf(proto))) return false;
+  arrayProtos.add(proto);
+  return true;
+}
+
 function inChain(obj, proto) {
   for (let o = protoOf(obj), steps = 0; o !== null && steps < 64; o = protoOf(o), steps++) {
     if (o === proto) return true;
@@ -271,11 +288,11 @@ class Renderer {
     try {
       this.left -= 16;
       const proto = protoOf(value);
-      if (proto === ObjectProto) { // the common case: no built-in kind to look for
+      if (isObjectProto(proto)) { // the common case: no built-in kind to look for
         kind = 'Object';
         return level < this.depth ? this._fields(value, level + 1, {}) : { __type__: 'Object', '…': 'depth' };
       }
-      kind = proto === ArrayProto ? 'Array' : cachedName(proto);
+      kind = isArrayProto(proto) ? 'Array' : cachedName(proto);
       if (kind === 'Object' && isArray(value)) kind = 'Array';
       return this._kind(value, level, kind);
     } catch (error) {
@@ -289,7 +306,7 @@ class Renderer {
     const deep = level < this.depth;
     if (isArray(value)) {
       const length = value.length;
-      const plain = protoOf(value) === ArrayProto;
+      const plain = isArrayProto(protoOf(value));
       if (!deep) return { __type__: kind, length, '…': 'depth' };
       const items = this._items(value, length, level + 1);
       return plain ? items : { __type__: kind, length, items };
@@ -389,7 +406,7 @@ class Renderer {
 
   _plain(value, level, kind, deep) {
     const proto = protoOf(value);
-    const type = proto === ObjectProto ? null : proto === null && kind !== 'Module' ? 'Object: null prototype' : kind;
+    const type = isObjectProto(proto) ? null : proto === null && kind !== 'Module' ? 'Object: null prototype' : kind;
     if (!deep) return { __type__: type || 'Object', '…': 'depth' };
     const out = type === null ? {} : { __type__: type };
     return this._fields(value, level + 1, out);

@@ -1,0 +1,56 @@
+"""Traced JavaScript test runs over MCP: debug_test with tracePatterns on Jest (its module registry reads the
+sources and runs them in a vm context) and Vitest (Vite transforms the sources in the vitest process; forks run
+them and are ended right after they report) records the project's functions the tests call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import StrobeClient
+from tests.e2e.test_debug_test import finished
+from tests.testing.adapters.harness import copy_project, link_node_modules
+
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
+
+
+async def traced_run(strobe: StrobeClient, project: Path, patterns: list[str]) -> tuple[dict[str, Any], str]:
+    started = await strobe.call("debug_test", projectRoot=str(project), tracePatterns=patterns)
+    status = await finished(strobe, started["testRunId"])
+    assert status["status"] == "completed", status
+    return status["result"], started["sessionId"]
+
+
+def by_function(events: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return [e for e in events if e.get("function") == name]
+
+
+async def test_a_traced_jest_run(strobe: StrobeClient, tmp_path: Path) -> None:
+    project = copy_project("jest_basic", tmp_path)
+    link_node_modules(project)
+    result, sid = await traced_run(strobe, project, ["calc.*"])
+    assert result["summary"]["passed"] >= 1 and result["summary"]["failed"] == 2, result["summary"]
+    events = await strobe.all_events(sid, verbose=True)
+    adds = by_function(events, "calc.add")
+    assert [e["arguments"] for e in adds if e["eventType"] == "function_enter"][:1] == [[2, 3]]
+    assert 5 in [e.get("returnValue") for e in adds if e["eventType"] == "function_exit"]
+    averages = [e for e in by_function(events, "calc.average") if e["eventType"] == "function_enter"]
+    assert averages and averages[0]["arguments"] == [[1, 2, 3]]  # an array made in the test's vm context
+    prices = [e for e in by_function(events, "calc.parsePrice") if e["eventType"] == "function_exit"]
+    assert any(e.get("exception", {}).get("message") == "not a price: 12,50" for e in prices), prices
+    assert all(e["sourceFile"] == str(project / "src" / "calc.js") for e in adds)
+
+
+async def test_a_traced_vitest_run(strobe: StrobeClient, tmp_path: Path) -> None:
+    project = copy_project("vitest_basic", tmp_path)
+    link_node_modules(project)
+    result, sid = await traced_run(strobe, project, ["Inventory.*", "parseSku"])
+    assert result["summary"]["failed"] >= 1, result["summary"]
+    events = await strobe.all_events(sid, verbose=True)
+    receives = [e for e in by_function(events, "inventory.Inventory.receive") if e["eventType"] == "function_enter"]
+    assert receives, sorted({e.get("function") for e in events if e.get("function")})
+    skus = [e for e in by_function(events, "inventory.parseSku") if e["eventType"] == "function_exit"]
+    assert any("exception" in e for e in skus) and any("exception" not in e for e in skus), skus
+    assert all(e["sourceFile"] == str(project / "src" / "inventory.js") for e in receives)
