@@ -119,3 +119,29 @@ async def test_an_uncaught_error_in_bun_is_a_crash_event(strobe: StrobeClient, b
     assert traced == [("function_enter", "boom.explode"), ("function_exit", "boom.explode")]
     sessions = (await strobe.call("debug_list_sessions"))["sessions"]
     assert [s.get("exitCode") for s in sessions if s["sessionId"] == sid] == [1]
+
+
+async def test_a_bun_subcommand_runs_as_typed_and_the_programs_bun_children_work(
+        strobe: StrobeClient, bun: Path, tmp_path: Path) -> None:
+    """BUN_OPTIONS comes before Bun's arguments, where `--preload` would turn `bun run x`/`bun test` into a script
+    name: a subcommand launch gets none, and a traced program's own bun children (node:child_process) get the
+    user's options back."""
+    (tmp_path / "package.json").write_text('{"scripts": {"hello": "echo from-script"}}\n')
+    (tmp_path / "child.ts").write_text("console.log('child ran');\n")
+    (tmp_path / "parent.ts").write_text(
+        "import { spawnSync } from 'node:child_process';\n"
+        "function spawnChild(): string {\n"
+        "  const done = spawnSync(process.execPath, ['run', 'child.ts']);\n"
+        "  return done.stdout.toString().trim();\n"
+        "}\n"
+        "console.log('parent got', spawnChild());\n"
+    )
+    sid = await launch(strobe, bun, tmp_path, ["spawnChild"], "parent.ts")
+    output = [e["text"] for e in await strobe.all_events(sid, eventType="stdout")]
+    assert output == ["parent got child ran\n"], output
+    assert ("function_exit", "parent.spawnChild") in calls(await strobe.all_events(sid))
+    launched = await strobe.call("debug_launch", command=str(bun), args=["run", "hello"], projectRoot=str(tmp_path),
+                                 cwd=str(tmp_path))
+    await strobe.wait_for_status(launched["sessionId"], "exited", timeout=60)
+    text = "".join(e["text"] for e in await strobe.all_events(launched["sessionId"], eventType="stdout"))
+    assert "from-script" in text, text

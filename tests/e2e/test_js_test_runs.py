@@ -54,3 +54,17 @@ async def test_a_traced_vitest_run(strobe: StrobeClient, tmp_path: Path) -> None
     skus = [e for e in by_function(events, "inventory.parseSku") if e["eventType"] == "function_exit"]
     assert any("exception" in e for e in skus) and any("exception" not in e for e in skus), skus
     assert all(e["sourceFile"] == str(project / "src" / "inventory.js") for e in receives)
+
+
+@pytest.mark.parametrize(("framework", "pattern", "called"), [
+    ("mocha_basic", "temperature.*", "temperature.toFahrenheit"),
+    ("nodetest_basic", "math.*", "math.add"),
+])
+async def test_traced_mocha_and_node_test_runs(
+        strobe: StrobeClient, tmp_path: Path, framework: str, pattern: str, called: str) -> None:
+    project = copy_project(framework, tmp_path)
+    link_node_modules(project)
+    _, sid = await traced_run(strobe, project, [pattern])
+    events = await strobe.all_events(sid, verbose=True)
+    calls = [e for e in by_function(events, called) if e["eventType"] == "function_enter"]
+    assert calls, sorted({e.get("function") for e in events if e.get("function")})

@@ -1116,7 +1116,8 @@ def test_the_preload_option_survives_a_path_with_spaces_and_quotes(
     monkeypatch.setattr(nodetracer, "PRELOAD", preload)
     (tmp_path / "app.js").write_text("console.log('app');\n")
     env = {k: v for k, v in os.environ.items() if k not in ("NODE_OPTIONS", "BUN_OPTIONS")}
-    env |= nodetracer.environment(tmp_path / "unused", "--no-warnings", "--smol")
+    env |= (nodetracer.bun_environment(tmp_path / "unused", "--smol") if runtime == "bun"
+            else nodetracer.environment(tmp_path / "unused", "--no-warnings"))
     binary = str(BUN) if runtime == "bun" else str(NODE)
     done = subprocess.run([binary, "app.js"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout == "app\n", done.stderr

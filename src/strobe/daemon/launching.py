@@ -96,7 +96,7 @@ class Launching:
             live = self._session(command.binary_path, project_root, 0, settings, owns_output=True)
             preloaded = services.images.preload(command.binary_path)  # the index loads while the process spawns
             runtime = runtime_for(detect_kind(command.argv[0], []))  # a #! script: its interpreter
-            env, runtime_dir = runtime.launch_env(services.paths.home, env)
+            env, runtime_dir = runtime.launch_env(services.paths.home, env, command.argv)
             if runtime_dir is not None:  # what the runtime's tracer in the program writes there reaches the session
                 live.closers.append(runtime.watch(runtime_dir, live.on_py_batch))
             try:

@@ -33,8 +33,9 @@ Report = Callable[[float, float | None, str | None], Awaitable[None]]  # (progre
 # (pid, program, project root, patterns, watches) -> the session id
 Attach = Callable[[int, str, str, list[str], Sequence[WatchSpec], Path | None], Awaitable[str]]
 """(pid, program, project root, patterns, watches, the JavaScript tracer's directory or None) -> session id."""
-JAVASCRIPT_FRAMEWORKS = frozenset({"jest", "vitest", "mocha", "nodetest", "bun"})
-"""Test runs whose node (or bun) processes get the JavaScript tracer's preload when traced."""
+JAVASCRIPT_FRAMEWORKS = frozenset({"jest", "vitest", "mocha", "nodetest"})
+"""Test runs whose node processes get the JavaScript tracer's preload when traced (not `bun test`: Bun's preload
+option would turn its subcommand into a script name, see runtimes/node.py's BunRuntime)."""
 # The traced run's first process: blocks reading the FIFO ($0) until the session is attached, then becomes the
 # test command. `read` is a shell builtin: nothing is forked before the exec.
 _GATE_SCRIPT = 'read _ < "$0"; exec "$@"'

@@ -125,8 +125,9 @@ class Runtime(ABC):
         Returns warnings."""
         return []
 
-    def launch_env(self, home: Path, env: dict[str, str]) -> tuple[dict[str, str], Path | None]:
-        """The environment to spawn a program of this runtime with, and a directory the runtime keeps for its
+    def launch_env(self, home: Path, env: dict[str, str],
+                   argv: Sequence[str] = ()) -> tuple[dict[str, str], Path | None]:
+        """The environment to spawn `argv` of this runtime with, and a directory the runtime keeps for its
         session (Node: the preload's options and its directory); by default `env` as it is and none."""
         return env, None
 

@@ -57,7 +57,7 @@ from strobe.instrument.protocol import ModuleInfo
 from strobe.paths import private_dir, private_opener
 from strobe.store.writer import Writer
 from strobe.symbols.index import FunctionInfo
-from strobe.symbols.js_index import JsFunction
+from strobe.symbols.js_index import JsFunction, dialect_of
 from strobe.symbols.js_project import JsIndex, find_package, index_package, index_project
 from strobe.symbols.js_transform import wrap_functions
 from strobe.symbols.patterns import Pattern
@@ -72,8 +72,8 @@ FLUSH_WAIT_S = 0.03  # the preload writes its buffer every 10 ms: a query waits 
 _EVENTS_FILE = re.compile(r"^events-(\d+)\.jsonl$")
 MAX_READ_BYTES = 8 << 20  # per file and turn: the preload's lines are at most ~1 MiB
 NO_TRACER = ("this Node process has no Strobe tracer in it: debug_launch adds one when its command is node itself "
-             "(TypeScript: command 'node', args ['--import', 'tsx', 'app.ts']); a process attached to, or started "
-             "through another command, has none")
+             "(TypeScript: command 'node', args ['--import', 'tsx', 'app.ts']) or bun running a file ('bun app.ts', "
+             "not 'bun run'/'bun test'); a process attached to, or started through another command, has none")
 LATE_ADD = ("added while the program runs: only a module Node loads from now on gets it (a module already loaded "
             "keeps its code); stage the pattern with debug_trace before debug_launch to trace it from the start")
 
@@ -358,11 +358,11 @@ class NodeRuntime(NativeRuntime):
     def values(self) -> ValueRenderer:
         return self._js_values
 
-    def launch_env(self, home: Path, env: dict[str, str]) -> tuple[dict[str, str], Path | None]:
+    def launch_env(self, home: Path, env: dict[str, str],
+                   argv: Sequence[str] = ()) -> tuple[dict[str, str], Path | None]:
         directory = private_dir(private_dir(home / "node") / uuid.uuid4().hex)
-        node_options = env.get("NODE_OPTIONS", os.environ.get("NODE_OPTIONS"))
-        bun_options = env.get("BUN_OPTIONS", os.environ.get("BUN_OPTIONS"))
-        return {**env, **nodetracer.environment(directory, node_options, bun_options)}, directory
+        options = env.get("NODE_OPTIONS", os.environ.get("NODE_OPTIONS"))
+        return {**env, **nodetracer.environment(directory, options)}, directory
 
     def watch(self, directory: Path, deliver: Deliver) -> Callable[[], None]:
         EVENTS.watch(directory, deliver)
@@ -450,6 +450,22 @@ class NodeRuntime(NativeRuntime):
 
 class BunRuntime(NodeRuntime):
     """Bun runs the same preload (BUN_OPTIONS=--preload; instrument/nodetracer/bun.cjs substitutes sources through
-    a Bun plugin and require.extensions): everything else is Node's."""
+    a Bun plugin and require.extensions): everything else is Node's. Only `bun [options] <file>` gets it: Bun reads
+    BUN_OPTIONS before its arguments, where it would turn a subcommand (`bun test`, `bun run x`) into a script name;
+    those run untraced (their node children traced, NODE_OPTIONS)."""
 
     kind = RuntimeKind.BUN
+
+    def launch_env(self, home: Path, env: dict[str, str],
+                   argv: Sequence[str] = ()) -> tuple[dict[str, str], Path | None]:
+        env, directory = super().launch_env(home, env, argv)
+        if directory is not None and runs_a_file(argv):
+            options = env.get("BUN_OPTIONS", os.environ.get("BUN_OPTIONS"))
+            env = {**env, **nodetracer.bun_environment(directory, options)}
+        return env, directory
+
+
+def runs_a_file(argv: Sequence[str]) -> bool:
+    """Whether `bun ...` runs a script file: its first argument that is not an option names a JS/TS file."""
+    first = next((arg for arg in argv[1:] if not arg.startswith("-")), None)
+    return first is not None and dialect_of(first) is not None

@@ -2,9 +2,9 @@
 
 The host never imports the JavaScript; it starts node (or bun) with
 
-    env = {**os.environ, **environment(session_dir, os.environ.get("NODE_OPTIONS"), os.environ.get("BUN_OPTIONS"))}
-    # NODE_OPTIONS='... --require "/abs/.../preload.cjs"', BUN_OPTIONS='... --preload "/abs/.../preload.cjs"',
-    # STROBE_NODE_DIR=session_dir
+    env = {**os.environ, **environment(session_dir, os.environ.get("NODE_OPTIONS"))}
+    # NODE_OPTIONS='... --require "/abs/.../preload.cjs"', STROBE_NODE_DIR=session_dir
+    # (bun <file>: bun_environment, BUN_OPTIONS='... --preload /abs/.../preload.cjs')
 
 after writing `session_dir/plan.json` (atomically: a temporary file, then os.replace):
 
@@ -31,6 +31,7 @@ HOOKS = DIRECTORY / "hooks.mjs"
 SOURCES = tuple(DIRECTORY / name for name in ("preload.cjs", "hooks.mjs", "plan.cjs", "outbox.cjs",
                                                 "recorder.cjs", "values.cjs", "bun.cjs"))
 DIR_VARIABLE = "STROBE_NODE_DIR"
+BUN_OPTIONS_VARIABLE = "STROBE_BUN_OPTIONS"  # the BUN_OPTIONS the program was given, without the preload
 PLAN_FILE = "plan.json"
 EVENTS_GLOB = "events-*.jsonl"
 MAX_PLAN_BYTES = 64 << 20
@@ -59,8 +60,15 @@ def _after(existing: str | None, option: str) -> str:
     return f"{existing} {option}" if existing and existing.strip() else option
 
 
-def environment(directory: Path, existing_node_options: str | None = None,
-                existing_bun_options: str | None = None) -> dict[str, str]:
-    """The variables to add to a traced node or bun program's environment (both: either may start the other)."""
-    return {"NODE_OPTIONS": node_options(existing_node_options), "BUN_OPTIONS": bun_options(existing_bun_options),
+def environment(directory: Path, existing_node_options: str | None = None) -> dict[str, str]:
+    """The variables to add to a traced node program's environment."""
+    return {"NODE_OPTIONS": node_options(existing_node_options), DIR_VARIABLE: str(directory)}
+
+
+def bun_environment(directory: Path, existing_bun_options: str | None = None) -> dict[str, str]:
+    """The variables to add to a traced `bun <file>` program's environment. Bun puts BUN_OPTIONS before its own
+    arguments, where an option turns a subcommand into a script name (`bun --preload x test` runs the package's
+    "test" script), so only a file run gets it, and the preload puts the user's BUN_OPTIONS back (BUN_OPTIONS_VARIABLE)
+    for the processes the program starts."""
+    return {"BUN_OPTIONS": bun_options(existing_bun_options), BUN_OPTIONS_VARIABLE: existing_bun_options or "",
             DIR_VARIABLE: str(directory)}

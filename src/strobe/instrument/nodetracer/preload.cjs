@@ -39,6 +39,13 @@
     return;
   }
   const dir = require('path').resolve(process.env.STROBE_NODE_DIR); // the program may change directory
+  // Bun: the processes the program starts get the user's BUN_OPTIONS back (with the preload, `bun test` or `bun run`
+  // in them would read their subcommand as a script name); they run untraced.
+  if (typeof process.env.STROBE_BUN_OPTIONS === 'string') {
+    if (process.env.STROBE_BUN_OPTIONS === '') delete process.env.BUN_OPTIONS;
+    else process.env.BUN_OPTIONS = process.env.STROBE_BUN_OPTIONS;
+    delete process.env.STROBE_BUN_OPTIONS;
+  }
   const HOOKS_THREAD = 'strobe:esm-hooks-thread';
   const COUNTERS = 'strobe:counters';
   const wt = require('worker_threads');
