@@ -52,6 +52,16 @@ import tree_sitter
 import tree_sitter_javascript
 import tree_sitter_typescript
 
+from strobe.symbols.js_names import (
+    FIELDS,
+    FUNCTIONS,
+    WRAPPERS,
+    Namer,
+    key_name,
+    node_text,
+    own_path,
+)
+
 Dialect = Literal["js", "ts", "tsx"]
 Kind = Literal["function", "arrow", "method", "getter", "setter", "constructor"]
 
@@ -101,26 +111,13 @@ class JsSourceError(ValueError):
         self.reason = reason
 
 
-_FUNCTIONS = frozenset({
-    "function_declaration", "generator_function_declaration", "function_expression", "generator_function",
-    "arrow_function", "method_definition",
-})  # fmt: skip
 _GENERATORS = frozenset({"generator_function_declaration", "generator_function"})
-_CLASSES = frozenset({"class_declaration", "abstract_class_declaration", "class"})
-_NAMESPACES = frozenset({"internal_module", "module"})  # TypeScript `namespace N {}` / `module N {}`
-_CONTAINERS = _FUNCTIONS | _CLASSES | _NAMESPACES | {"object"}
-_WRAPPERS = frozenset({
-    "parenthesized_expression", "as_expression", "satisfies_expression", "non_null_expression", "type_assertion",
-})  # fmt: skip
-_FIELDS = frozenset({"field_definition", "public_field_definition"})
 _QUERY = """
 [(function_declaration) (generator_function_declaration) (function_expression) (generator_function)
  (arrow_function) (method_definition)] @function
 (variable_declaration (variable_declarator name: (_) @var))
 (for_in_statement kind: "var" left: (_) @var)
 """
-_Path = tuple[str, ...]  # name segments; () is a transparent container (`module.exports = {...}`)
-_EXPORTS: _Path = ()
 
 
 @cache
@@ -146,88 +143,6 @@ def module_of(path: str | os.PathLike[str]) -> str:
     return (file.parent.name or file.stem) if file.stem == "index" else file.stem
 
 
-def _text(node: tree_sitter.Node | None) -> str:
-    return node.text.decode("utf-8", "surrogatepass") if node is not None and node.text is not None else ""
-
-
-def _key_name(key: tree_sitter.Node | None) -> str | None:
-    """The name a property key gives: identifiers and #private names as written, a string's text when it is
-    an identifier; None for computed, numeric and other keys (no dotted name can hold them)."""
-    if key is None:
-        return None
-    if key.type in ("property_identifier", "private_property_identifier", "identifier"):
-        return _text(key)
-    if key.type == "string":
-        inner = _text(key)[1:-1]
-        return inner if inner.replace("$", "_").isidentifier() else None
-    return None
-
-
-def _member_path(node: tree_sitter.Node) -> _Path | None:
-    """`a.b.c` → ("a", "b", "c"), `this.x` → ("this", "x"); None when any part is computed or called."""
-    parts: list[str] = []
-    while node.type == "member_expression":
-        prop = _key_name(node.child_by_field_name("property"))
-        inner = node.child_by_field_name("object")
-        if prop is None or inner is None:
-            return None
-        parts.append(prop)
-        node = inner
-    if node.type not in ("identifier", "this"):
-        return None
-    parts.append(_text(node))
-    path = parts[::-1]
-    if path[:2] == ["module", "exports"]:
-        path = path[2:]
-    elif path[0] == "exports":
-        path = path[1:]
-    return tuple(part for part in path if part != "prototype")
-
-
-def _same(a: tree_sitter.Node | None, b: tree_sitter.Node) -> bool:
-    return a is not None and a.id == b.id
-
-
-def _held_as(node: tree_sitter.Node) -> _Path | None:
-    """The name an expression (function, arrow, class or object) takes from what holds it, or None."""
-    child, parent = node, node.parent
-    while parent is not None and parent.type in _WRAPPERS:
-        child, parent = parent, parent.parent
-    if parent is None:
-        return None
-    if parent.type == "variable_declarator" and _same(parent.child_by_field_name("value"), child):
-        target = parent.child_by_field_name("name")
-        return (_text(target),) if target is not None and target.type == "identifier" else None
-    if parent.type == "assignment_expression" and _same(parent.child_by_field_name("right"), child):
-        left = parent.child_by_field_name("left")
-        return _member_path(left) if left is not None else None
-    if parent.type == "pair" and _same(parent.child_by_field_name("value"), child):
-        key = _key_name(parent.child_by_field_name("key"))
-        return (key,) if key is not None else None
-    if parent.type in _FIELDS and _same(parent.child_by_field_name("value"), child):
-        key = _key_name(parent.child_by_field_name("property") or parent.child_by_field_name("name"))
-        return (key,) if key is not None else None
-    if parent.type == "export_statement" and _same(parent.child_by_field_name("value"), child):
-        return ("default",)
-    return None
-
-
-def _own_path(node: tree_sitter.Node) -> _Path | None:
-    """The segments a function, class or object adds to the names inside it: None when anonymous."""
-    if node.type == "method_definition":
-        key = _key_name(node.child_by_field_name("name"))
-        return (key,) if key is not None else None
-    if node.type in ("function_declaration", "generator_function_declaration", "class_declaration",
-                     "abstract_class_declaration") or node.type in _NAMESPACES:  # fmt: skip
-        name = node.child_by_field_name("name")
-        return (_text(name),) if name is not None and name.type != "string" else None  # declare module "x" {}
-    held = _held_as(node)
-    own = node.child_by_field_name("name") if node.type != "object" else None
-    if held == _EXPORTS and node.type != "object":  # module.exports = function () {}
-        return (_text(own),) if own is not None else ("default",)
-    return held if held is not None or own is None else (_text(own),)
-
-
 def _tokens(node: tree_sitter.Node) -> set[str]:
     return {child.type for child in node.children if not child.is_named or child.type == "override_modifier"}
 
@@ -245,7 +160,7 @@ def _bindings(node: tree_sitter.Node | None, names: list[str]) -> None:
             continue
         kind = current.type
         if kind in ("identifier", "shorthand_property_identifier_pattern"):
-            names.append(_text(current))
+            names.append(node_text(current))
         elif kind in _BINDING_PART:
             stack.append(current.child_by_field_name(_BINDING_PART[kind]))
         elif kind in ("object_pattern", "array_pattern", "rest_pattern", "formal_parameters"):
@@ -256,7 +171,7 @@ def _params(node: tree_sitter.Node) -> tuple[tuple[str, ...] | None, bool]:
     """(plain parameter names or None when one is destructured, whether the last is a rest parameter)."""
     single = node.child_by_field_name("parameter")  # x => ...
     if single is not None:
-        return (_text(single),), False
+        return (node_text(single),), False
     names: list[str] = []
     rest = False
     formal = node.child_by_field_name("parameters")
@@ -273,7 +188,7 @@ def _params(node: tree_sitter.Node) -> tuple[tuple[str, ...] | None, bool]:
             target = next((c for c in target.named_children if c.type != "comment"), None)
         if target is None or target.type != "identifier":
             return None, False
-        names.append(_text(target))
+        names.append(node_text(target))
     return tuple(names), rest
 
 
@@ -296,7 +211,7 @@ def _syntax_reason(root: tree_sitter.Node, dialect: Dialect) -> str:
     if error.is_missing:
         what = f"missing `{error.type}`"
     else:
-        snippet = " ".join(_text(error).split())
+        snippet = " ".join(node_text(error).split())
         what = f"unexpected `{snippet[:40]}{'…' if len(snippet) > 40 else ''}`"
     grammar = {"js": "JavaScript (JSX included)", "ts": "TypeScript", "tsx": "TSX"}[dialect]
     return (
@@ -330,48 +245,8 @@ class _CharOffsets:
         return known if known is not None else len(self._data[:offset].decode("utf-8", "surrogatepass"))
 
 
-class _Namer:
-    """Names of functions, classes and objects, each container's computed once."""
-
-    def __init__(self) -> None:
-        self._full: dict[int, _Path] = {}
-
-    def full(self, node: tree_sitter.Node) -> _Path:
-        """The whole name of a container: its enclosing containers' names, then its own (if it has one)."""
-        chain: list[tree_sitter.Node] = []
-        current: tree_sitter.Node | None = node
-        while current is not None and current.id not in self._full:
-            if current.type in _CONTAINERS:
-                chain.append(current)
-            current = current.parent
-        base = self._full[current.id] if current is not None else ()
-        for container in reversed(chain):
-            own = _own_path(container)
-            if own and own[0] == "this":
-                base = self._this_owner(container) + own[1:]
-            elif own is not None:
-                base = base + own
-            self._full[container.id] = base
-        return self._full[node.id] if node.type in _CONTAINERS else base
-
-    def _this_owner(self, node: tree_sitter.Node) -> _Path:
-        """The name of what `this` is where `node` is: the class or object of the nearest method, or the
-        nearest non-arrow function; a class field's or static block's class. Ancestors are named already."""
-        current = node.parent
-        while current is not None:
-            if current.type == "class_body" and current.parent is not None:  # a field or a static block
-                return self.full(current.parent)
-            if current.type == "method_definition" and current.parent is not None:
-                holder = current.parent  # an object, or a class body
-                return self.full(holder.parent if holder.type == "class_body" and holder.parent else holder)
-            if current.type in _FUNCTIONS and current.type != "arrow_function":
-                return self.full(current)
-            current = current.parent
-        return ()
-
-
 def _derived_constructor(node: tree_sitter.Node) -> bool:
-    if node.type != "method_definition" or _text(node.child_by_field_name("name")) != "constructor":
+    if node.type != "method_definition" or node_text(node.child_by_field_name("name")) != "constructor":
         return False
     body, cls = node.parent, node.parent.parent if node.parent is not None else None
     if body is None or body.type != "class_body" or cls is None:
@@ -386,7 +261,7 @@ def _this_unreadable(node: tree_sitter.Node) -> bool:
     current: tree_sitter.Node | None = node
     while current is not None and current.type == "arrow_function":
         current = current.parent
-        while current is not None and current.type not in _FUNCTIONS and current.type != "class_body":
+        while current is not None and current.type not in FUNCTIONS and current.type != "class_body":
             current = current.parent
     return current is not None and _derived_constructor(current)
 
@@ -447,11 +322,11 @@ def index_source(text: str, path: str | os.PathLike[str], *, dialect: Dialect | 
         raise JsSourceError(file, _syntax_reason(tree.root_node, dialect))
     captures = tree_sitter.QueryCursor(query).captures(tree.root_node)
     redeclared = _redeclared(captures.get("var", []))
-    namer, module = _Namer(), module_of(file)
+    namer, module = Namer(), module_of(file)
     found: list[tuple[tree_sitter.Node, str, tree_sitter.Node]] = []
     for node in sorted(captures.get("function", []), key=attrgetter("start_byte")):
         body = node.child_by_field_name("body")
-        own = _own_path(node)
+        own = own_path(node)
         if body is None or own is None:
             continue
         found.append((node, ".".join(namer.full(node)), body))
@@ -471,9 +346,9 @@ def _redeclared(declared: Sequence[tree_sitter.Node]) -> dict[int, set[str]]:
     by_function: dict[int, set[str]] = {}
     for pattern in declared:
         owner = pattern.parent
-        while owner is not None and owner.type not in _FUNCTIONS and owner.type != "class_static_block":
+        while owner is not None and owner.type not in FUNCTIONS and owner.type != "class_static_block":
             owner = owner.parent
-        if owner is not None and owner.type in _FUNCTIONS:
+        if owner is not None and owner.type in FUNCTIONS:
             names: list[str] = []
             _bindings(pattern, names)
             by_function.setdefault(owner.id, set()).update(names)
@@ -496,13 +371,13 @@ def _function(
         is_static = "static" in tokens
         in_class = node.parent is not None and node.parent.type == "class_body"
         kind = "getter" if "get" in tokens else "setter" if "set" in tokens else "method"
-        if in_class and not is_static and _key_name(node.child_by_field_name("name")) == "constructor":
+        if in_class and not is_static and key_name(node.child_by_field_name("name")) == "constructor":
             kind = "constructor"
     else:
         holder = node.parent
-        while holder is not None and holder.type in _WRAPPERS:
+        while holder is not None and holder.type in WRAPPERS:
             holder = holder.parent
-        is_static = holder is not None and holder.type in _FIELDS and "static" in _tokens(holder)
+        is_static = holder is not None and holder.type in FIELDS and "static" in _tokens(holder)
     params, has_rest = _params(node)
     bound: list[str] = [] if is_arrow else ["arguments"]
     _bindings(node.child_by_field_name("parameters") or node.child_by_field_name("parameter"), bound)
