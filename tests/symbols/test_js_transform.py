@@ -127,7 +127,7 @@ def test_commonjs(tmp_path: Path) -> None:
     assert calls(found, "Counter") == [("Counter", ["5"], "undefined")]  # new Counter(5): `this` is the new object
     assert [returned for _, _, returned in calls(found, "Counter.bump")] == ["6", "7"]
     assert calls(found, "Counter.reset") == [("Counter", [], "Counter")]
-    assert calls(found, "shout") == [("{}", ['"up"'], '"UP"')]  # an arrow's `this`: the module's, `exports`
+    assert calls(found, "shout") == [("undefined", ['"up"'], '"UP"')]  # an arrow's `this` is not passed
     assert calls(found, "greet")[0][0] == "{}"  # exports.greet(): `this` is `exports`
 
 
@@ -164,20 +164,20 @@ def test_async_and_generators(tmp_path: Path) -> None:
     }
     assert calls(found, "loadUser")[-1] == ("globalThis", ["-1"], "threw TypeError: bad id -1")
     assert {r["kind"] for r in found.records("loadUser")} == {"a"}
-    assert calls(found, "loadAll") == [("{}", ["[2,3]"], '[{"id":2,"name":"user2"},{"id":3,"name":"user3"}]')]
+    assert calls(found, "loadAll") == [("undefined", ["[2,3]"], '[{"id":2,"name":"user2"},{"id":3,"name":"user3"}]')]
     assert calls(found, "api.fetch") == [("{}", ['"k"'], '"value of k"')]  # `api`: JSON leaves functions out
 
 
 def test_arrows_and_object_literals(tmp_path: Path) -> None:
     found = case(tmp_path, "arrows.js")
     check_same_behaviour(found)  # outer's inner arrow still reads outer's `arguments`
-    assert calls(found, "total") == [("{}", ["1", "2", "3"], "6")]  # [...values]: like `arguments`
-    assert calls(found, "swap") == [("{}", None, "[2,1]")]  # destructured: no argument list
-    assert calls(found, "makePoint") == [("{}", ["1", "2"], '{"x":1,"y":2}')]
+    assert calls(found, "total") == [("undefined", ["1", "2", "3"], "6")]  # [...values]: like `arguments`
+    assert calls(found, "swap") == [("undefined", None, "[2,1]")]  # destructured: no argument list
+    assert calls(found, "makePoint") == [("undefined", ["1", "2"], '{"x":1,"y":2}')]
     assert calls(found, "outer") == [("globalThis", ["1", "2", "3"], "3")]
-    assert calls(found, "outer.inner") == [("globalThis", [], "3")]
+    assert calls(found, "outer.inner") == [("undefined", [], "3")]
     assert calls(found, "calculator.plus") == [('{"base":100,"nested":{}}', ["1"], "101")]
-    assert calls(found, "calculator.times") == [("{}", ["4"], "8")]  # an arrow: the module's `this`
+    assert calls(found, "calculator.times") == [("undefined", ["4"], "8")]  # an arrow: its `this` is not passed
     assert calls(found, "calculator.nested.half") == [("{}", ["9"], "4.5")]
 
 
@@ -195,14 +195,14 @@ def test_edge_cases(tmp_path: Path) -> None:
         ("defaultsTo", "its body declares options again with `var`"),
     }
     assert calls(found, "strictThis") == [("undefined", [], "true")]
-    assert calls(found, "thrower") == [("{}", [], "threw 42")]
+    assert calls(found, "thrower") == [("undefined", [], "threw 42")]
     assert calls(found, "mapped") == [("globalThis", ["1", "2", "3"], '["changed","also",3]')]
     assert calls(found, "child.greet") == [("Object", [], '"child of base"')]  # super.greet() still resolves
     setter, getter = calls(found, "obj.value")
     assert setter == ('{"value":"unset"}', ["3"], "undefined")
     assert getter == ('{"value":"set 3","_v":"set 3"}', [], '"set 3"')
     assert calls(found, "asyncThrow") == [("globalThis", [], "threw SyntaxError: late")]
-    assert calls(found, "nestedEnd.add") == [("globalThis", ["1"], "2")]
+    assert calls(found, "nestedEnd.add") == [("undefined", ["1"], "2")]
     assert calls(found, "Derived.constructor") == [("undefined", [], "undefined")]
     assert calls(found, "maker") == [("globalThis", [], '"called"'), ("maker", [], '"constructed"')]
 
@@ -245,7 +245,7 @@ def test_typescript_after_type_stripping(tmp_path: Path) -> None:
     ]
     assert calls(found, "UserRepository.findAsync") == [("UserRepository", ['"alan"'], '{"name":"alan"}')]
     assert calls(found, "Geometry.distance") == [("{}", ["[0,0]", "[3,4]"], "5")]  # `this`: the namespace
-    assert calls(found, "identity") == [("{}", ["5"], "5")]  # an arrow: the module's `this`, exports
+    assert calls(found, "identity") == [("undefined", ["5"], "5")]  # an arrow: its `this` is not passed
 
 
 def test_tsx_after_type_stripping(tmp_path: Path) -> None:
@@ -269,9 +269,9 @@ def test_what_is_inserted() -> None:
     assert result.source.splitlines() == [
         "function add(a, b) {return globalThis.__rt.c(10,this,arguments,()=>{ return a + b })}",
         "async function load(id) { 'use strict';return globalThis.__rt.a(11,this,arguments,async()=>{ return id })}",
-        "const area = (w, ...rest) => {return globalThis.__rt.c(12,this,[w,...rest],()=>{ return w })}",
-        "const pick = ({ x }) => {return globalThis.__rt.c(13,this,undefined,()=>{ return x })}",
-        "const double = async x => globalThis.__rt.a(14,this,[x],async()=>(x * 2))",
+        "const area = (w, ...rest) => {return globalThis.__rt.c(12,undefined,[w,...rest],()=>{ return w })}",
+        "const pick = ({ x }) => {return globalThis.__rt.c(13,undefined,undefined,()=>{ return x })}",
+        "const double = async x => globalThis.__rt.a(14,undefined,[x],async()=>(x * 2))",
         "class A extends B { constructor() {return globalThis.__rt.c(15,undefined,arguments,()=>{ super() })} }",
     ]
     assert result.wrapped == (10, 11, 12, 13, 14, 15) and result.skipped == ()

@@ -33,7 +33,7 @@ functions inside `describe("x", () => { function helper() {} })` are named as if
     functions = index_source(Path("src/auth.ts").read_text(), "src/auth.ts")
     [(f.name, f.line) for f in functions]           # [("login", 3), ("Session.refresh", 12), ...]
 
-Offsets (`body_start`, `body_end`, `prologue_end`) count characters of the Python str, not tree-sitter's UTF-8
+Offsets (`params_start`, `body_start`, `body_end`, `prologue_end`) count characters of the Python str, not tree-sitter's UTF-8
 bytes. A file with a syntax error gives no functions: `index_source` raises `JsSourceError`, `js_project.index_project`
 lists it in `skipped`; nothing tree-sitter recovered around the error is trusted.
 """
@@ -87,6 +87,7 @@ class JsFunction:
     is_arrow: bool
     is_static: bool  # a static method, or a function held by a static class field
     expression_body: bool  # an arrow without braces: `x => x + 1`
+    params_start: int  # where its parameters start: the `(`, or an arrow's single parameter (V8's function start)
     body_start: int  # source[body_start:body_end] is the body: "{...}" with both braces, or the arrow's expression
     body_end: int
     prologue_end: int  # after the body's directives ("use strict"; ...), body_start + 1 without any; == body_start
@@ -380,7 +381,8 @@ def _function(
         is_static = holder is not None and holder.type in FIELDS and "static" in _tokens(holder)
     params, has_rest = _params(node)
     bound: list[str] = [] if is_arrow else ["arguments"]
-    _bindings(node.child_by_field_name("parameters") or node.child_by_field_name("parameter"), bound)
+    parameters = node.child_by_field_name("parameters") or node.child_by_field_name("parameter")
+    _bindings(parameters, bound)
     start = _start(node)
     start_char = offsets(start.start_byte)
     body_start = offsets(body.start_byte)
@@ -398,6 +400,7 @@ def _function(
         is_arrow=is_arrow,
         is_static=is_static,
         expression_body=not block,
+        params_start=offsets(parameters.start_byte) if parameters is not None else body_start,
         body_start=body_start,
         body_end=offsets(_end(body)),
         prologue_end=offsets(_prologue_end(body)) if block else body_start,

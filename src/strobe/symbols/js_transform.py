@@ -11,15 +11,17 @@ wrapped function hands its call to `runtime_name` (`__strobe`), which must exist
     async function load(id) { "use strict"; … }
     → async function load(id) { "use strict";return __strobe.a(8,this,arguments,async()=>{ … })}
     const area = (w, h) => { return w * h }
-    → const area = (w, h) => {return __strobe.c(9,this,[w,h],()=>{ return w * h })}
+    → const area = (w, h) => {return __strobe.c(9,undefined,[w,h],()=>{ return w * h })}
     const double = x => x * 2
-    → const double = x => __strobe.c(10,this,[x],()=>(x * 2))
+    → const double = x => __strobe.c(10,undefined,[x],()=>(x * 2))
 
 The original body becomes an arrow inside the function, so `this`, `arguments`, `super`, `new.target`, `await`,
 return values and exceptions mean exactly what they meant; `body()` takes no argument. An arrow passes its
 parameters as an array (`[first, ...rest]`), or `undefined` when one is destructured. `thisValue` is
-`undefined` where reading `this` could throw: a derived class's constructor (before `super()`) and arrows
-whose `this` is that constructor's. Directives ("use strict") stay at the top of the function.
+`undefined` where reading `this` could throw (a derived class's constructor, before `super()`) and for every
+arrow: an arrow's `this` belongs to the function around it, and naming it there would make that function keep its
+`this` for the arrow (a change of its scope, which V8's live edit takes as a reason not to give the functions in
+it their new code; symbols/v8_liveedit.py). Directives ("use strict") stay at the top of the function.
 
 Only text is inserted, never a newline, and only at a wrapped body's start (after its directives) and end:
 every line keeps its number, and columns move only after an insertion point on those lines. Functions that
@@ -63,6 +65,22 @@ class WrapResult:
     source: str  # the new source: as many lines as the original
     wrapped: tuple[int, ...]  # ids wrapped, in the order given
     skipped: tuple[SkippedFunction, ...]  # left as they were, with the reason
+    insertions: tuple[Insertion, ...] = ()  # what was inserted where, in the order of the new text
+
+    def span(self, function: JsFunction) -> tuple[int, int]:
+        """Where `function` (of the original text, wrapped or not) starts and ends in the new text: its
+        parameters' start and the offset just after its last character, as V8 delimits a function."""
+        start = function.params_start + sum(len(i.text) for i in self.insertions if i.offset <= function.params_start)
+        end = function.body_end + sum(len(i.text) for i in self.insertions if i.offset < function.body_end or (
+            i.offset == function.body_end and i.nesting <= -function.body_start))  # its own closing, and inner ones
+        return start, end
+
+
+@dataclass(frozen=True, slots=True)
+class Insertion:
+    offset: int  # in the original text
+    nesting: int  # minus the body start of the function it belongs to (inner functions first at one offset)
+    text: str
 
 
 def skip_reason(function: JsFunction) -> str | None:
@@ -100,7 +118,7 @@ def _edits(source: str, function: JsFunction, fid: int, runtime: str) -> list[tu
     """(offset, nesting, 0 to open / 1 to close, text) of one wrapper. Sorted, edits at one offset come innermost
     function first (the latest body start), each function's opening before its closing (an empty body `{}`)."""
     call = f"{runtime}.{'a' if function.is_async else 'c'}"
-    self = "undefined" if function.this_unreadable else "this"
+    self = "undefined" if function.this_unreadable or function.is_arrow else "this"
     if not function.is_arrow:
         args = "arguments"
     elif function.params is None:
@@ -154,4 +172,5 @@ def wrap_functions(
         pieces += [source[previous:offset], text]
         previous = offset
     pieces.append(source[previous:])
-    return WrapResult("".join(pieces), tuple(wrapped), tuple(skipped))
+    insertions = tuple(Insertion(offset, nesting, text) for offset, nesting, _, text in edits)
+    return WrapResult("".join(pieces), tuple(wrapped), tuple(skipped), insertions)

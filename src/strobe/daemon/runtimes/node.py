@@ -22,9 +22,10 @@ A Node process is native code too (Node's C++ and addons keep the native runtime
 Bun (`BunRuntime`) is the same runtime with `BUN_OPTIONS=--preload` (set for both: either may start the other);
 instrument/nodetracer/bun.cjs substitutes sources there.
 
-Limits of this first version, said in answers: a function added at runtime is wrapped only in modules loaded
-after that (a module already loaded keeps its code: stage the pattern before debug_launch); removing works at
-once; generator functions are not traced. TypeScript is traced through tsx, Bun, or compiled to JavaScript
+A function added while the program runs: the plan's `live` number goes up, and each thread of each running process
+replaces the code of the modules it has loaded (V8's live edit, instrument/nodetracer/live.cjs) and answers in
+`<dir>/edits-<pid>-<thread>.json`; `apply_hooks` waits for the main thread's answer (a module not loaded yet is
+substituted when it loads). Removing works at once (the recorder's ids). Generator functions are not traced. TypeScript is traced through tsx, Bun, or compiled to JavaScript
 (shown at its .ts lines through the compiled files' source maps); run by ts-node it runs untraced (the preload's
 reason goes to the daemon's log).
 """
@@ -74,8 +75,10 @@ MAX_READ_BYTES = 8 << 20  # per file and turn: the preload's lines are at most ~
 NO_TRACER = ("this Node process has no Strobe tracer in it: debug_launch adds one when its command is node itself "
              "(TypeScript: command 'node', args ['--import', 'tsx', 'app.ts']) or bun running a file ('bun app.ts', "
              "not 'bun run'/'bun test'); a process attached to, or started through another command, has none")
-LATE_ADD = ("added while the program runs: only a module Node loads from now on gets it (a module already loaded "
-            "keeps its code); stage the pattern with debug_trace before debug_launch to trace it from the start")
+LIVE_WAIT_S = 3.0  # how long apply_hooks waits for a running process's main thread to replace loaded modules' code
+LIVE_POLL_S = 0.01
+MAX_EARLIER = 32  # rewritten texts of a file remembered (a module loaded under an earlier plan runs one of them)
+_EDITS_FILE = re.compile(r"^edits-(\d+)-(\d+)\.json$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +174,9 @@ class NodePlan:
     scripts: JsScripts | None = None
     targets: dict[int, JsFunction] = field(default_factory=dict)  # slot -> function
     depth: int = 3
-    running: set[int] = field(default_factory=set)  # pids that run: modules they loaded already keep their code
+    running: set[int] = field(default_factory=set)  # pids that run: their loaded modules need a live edit
+    live: int = 0  # raised when functions are added while processes run (the preload's live edits)
+    earlier: dict[str, tuple[str, list[str]]] = field(default_factory=dict)  # file -> (its sha1, rewrites' sha1s)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def write(self) -> list[str]:
@@ -194,13 +199,56 @@ class NodePlan:
                              for skipped in result.skipped]
                 rewritten = sources / f"{number}-{Path(path).name}"
                 _write_private(rewritten, result.source)
-                files[path] = {"sha1": hashlib.sha1(text.encode()).hexdigest(), "transformed": str(rewritten)}
+                digest = hashlib.sha1(text.encode()).hexdigest()
+                history = self._rewrites(path, digest)
+                files[path] = {"sha1": digest, "transformed": str(rewritten), "earlier": list(history)}
+                new = hashlib.sha1(result.source.encode()).hexdigest()
+                if new not in history:
+                    history.append(new)
+                    del history[:-MAX_EARLIER]
             names = {str(slot): list(f.params) if f.params is not None else None for slot, f in self.targets.items()}
-            plan = {"v": PLAN_VERSION, "depth": self.depth, "on": sorted(self.targets), "names": names, "files": files}
+            plan = {"v": PLAN_VERSION, "depth": self.depth, "on": sorted(self.targets), "names": names, "files": files,
+                    "live": self.live}
             temporary = self.directory / f"plan.json.{os.getpid()}.tmp"
             _write_private(temporary, json.dumps(plan))
             os.replace(temporary, self.directory / "plan.json")
             return warnings
+
+    def _rewrites(self, path: str, digest: str) -> list[str]:
+        """The sha1s of the rewritten texts written for `path` while it had the content `digest` (the caller adds
+        each new one to this list)."""
+        known = self.earlier.get(path)
+        if known is None or known[0] != digest:
+            known = self.earlier[path] = (digest, [])
+        return known[1]
+
+    def edits(self, pid: int, live: int) -> dict[str, str | None] | None:
+        """What process `pid` answered to the plan's `live` number: per loaded file, None (it runs the rewritten
+        code now) or why not, merged over its threads; None until its main thread has answered."""
+        answers: dict[int, dict[str, Any]] = {}
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            return None
+        for name in names:
+            found = _EDITS_FILE.match(name)
+            if found is None or int(found.group(1)) != pid:
+                continue
+            try:
+                answer = json.loads((self.directory / name).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(answer, dict) and isinstance(answer.get("live"), int) and answer["live"] >= live \
+                    and isinstance(answer.get("files"), dict):
+                answers[int(found.group(2))] = answer["files"]
+        if 0 not in answers:
+            return None
+        files: dict[str, str | None] = {}
+        for thread in sorted(answers):
+            for file, why in answers[thread].items():
+                if isinstance(file, str) and (why is None or isinstance(why, str)) and files.get(file) is None:
+                    files[file] = why
+        return files
 
 
 def _source_text(path: str) -> str:
@@ -409,17 +457,45 @@ class NodeRuntime(NativeRuntime):
             return failed | {slot: NO_TRACER for slot, _ in js_add}
         for slot in js_remove:
             plan.targets.pop(slot, None)
+        added: list[tuple[int, JsFunction]] = []
         for slot, function in js_add:
             js = getattr(function, "js", None)
             if js is None:
                 failed[slot] = "its source is not indexed"
                 continue
             plan.targets[slot] = js  # a module loaded from now on is wrapped
-            if handle.pid in plan.running:
-                failed[slot] = LATE_ADD
+            added.append((slot, js))
+        running = handle.pid in plan.running and bool(added)
+        if running:
+            plan.live += 1
+        live = plan.live
         for warning in await asyncio.to_thread(plan.write):
             log.info("pid %d: %s", handle.pid, warning)
+        if running:
+            refused = await self._await_edits(plan, handle.pid, live, added)
+            for slot, why in refused.items():
+                plan.targets.pop(slot, None)  # not traced: the pattern can be added again later
+                failed[slot] = why
+            if refused:
+                await asyncio.to_thread(plan.write)
         return failed
+
+    async def _await_edits(self, plan: NodePlan, pid: int, live: int,
+                           added: list[tuple[int, JsFunction]]) -> dict[int, str]:
+        """Wait for process `pid` to replace the code of the modules it loaded (the preload's live edit); returns
+        the added slots whose module it could not give the new code, with why."""
+        deadline = time.monotonic() + LIVE_WAIT_S
+        files = plan.edits(pid, live)
+        while files is None and time.monotonic() < deadline:
+            await asyncio.sleep(LIVE_POLL_S)
+            files = await asyncio.to_thread(plan.edits, pid, live)
+        if files is None:
+            log.warning("pid %d did not answer the live edit %d within %.0f s (its main thread is busy, or it is "
+                        "stopped): its loaded modules get the new code when its event loop next runs", pid, live,
+                        LIVE_WAIT_S)
+            return {}
+        return {slot: f"{Path(js.file).name} is already loaded and its code could not be replaced: {files[js.file]}"
+                for slot, js in added if files.get(js.file) is not None}
 
     async def flush(self, run: Run[Any], handle: AgentHandle, timeout: float) -> None:
         await super().flush(run, handle, timeout)

@@ -6,11 +6,14 @@
  *
  *   {"v": 1, "depth": 3, "on": [7, 9], "names": {"7": ["a", "b"], "9": null},
  *    "files": {"/abs/app.js": {"sha1": "<hex sha1 of the UTF-8 source>", "transformed": "/abs/out/app.js"}},
- *    "max_buffered": 200000, "flush_at": 1000}
+ *    "max_buffered": 200000, "flush_at": 1000, "live": 2}
  *
  * `on`: the ids whose calls are recorded; `names`: an id's parameter names (null: arg0, arg1...); `depth`: levels
  * of containers rendered (0-10, default 3); `files`: the sources to replace by their rewritten text when their
- * content still has the indexed sha1; `max_buffered`/`flush_at` (optional): the outbox's bounds.
+ * content still has the indexed sha1 (a file's optional `"earlier": [sha1...]`: its rewritten texts of earlier
+ * plans, which a module loaded then runs); `max_buffered`/`flush_at` (optional): the outbox's bounds; `live`
+ * (optional, default 0): raised by the daemon when functions were added while the program runs, so that modules
+ * already loaded get their rewritten code too (live.cjs).
  *
  *   const plans = new PlanFile(dir, note, (plan) => tracer.setPlan(plan));
  *   plans.refresh();                               // a stat; reads and parses only when the file changed
@@ -35,7 +38,7 @@ const SHA1 = /^[0-9a-f]{40}$/;
 
 const EMPTY = Object.freeze({
   depth: DEFAULT_DEPTH, on: new Set(), names: new Map(), files: new Map(),
-  maxBuffered: DEFAULT_MAX_BUFFERED, flushAt: DEFAULT_FLUSH_AT,
+  maxBuffered: DEFAULT_MAX_BUFFERED, flushAt: DEFAULT_FLUSH_AT, live: 0,
 });
 
 function isObject(value) {
@@ -64,6 +67,7 @@ function parsePlan(textValue) {
   const depth = boundedInt(raw, 'depth', 0, 10, DEFAULT_DEPTH, problems);
   const maxBuffered = boundedInt(raw, 'max_buffered', 1, 10_000_000, DEFAULT_MAX_BUFFERED, problems);
   const flushAt = boundedInt(raw, 'flush_at', 1, 100_000, DEFAULT_FLUSH_AT, problems);
+  const live = boundedInt(raw, 'live', 0, Number.MAX_SAFE_INTEGER, 0, problems);
   const on = new Set();
   if (Array.isArray(raw.on)) {
     for (const id of raw.on) {
@@ -99,12 +103,14 @@ function parsePlan(textValue) {
         problems.push(`"files"."${short(file)}" needs an absolute path, "sha1" (40 hex digits) and an absolute "transformed"`);
         continue;
       }
-      files.set(file, Object.freeze({ sha1, transformed: entry.transformed }));
+      const earlier = Array.isArray(entry.earlier)
+        ? entry.earlier.filter((digest) => typeof digest === 'string' && SHA1.test(digest)) : [];
+      files.set(file, Object.freeze({ sha1, transformed: entry.transformed, earlier: new Set(earlier) }));
     }
   } else if (raw.files !== undefined) {
     problems.push('"files" must be an object {"/abs/path": {"sha1", "transformed"}}');
   }
-  return { plan: Object.freeze({ depth, on, names, files, maxBuffered, flushAt }), problems };
+  return { plan: Object.freeze({ depth, on, names, files, maxBuffered, flushAt, live }), problems };
 }
 
 /** Hex sha1 of a string (as UTF-8) or of bytes. */
@@ -287,6 +293,6 @@ function listsEsModules(plan) {
 }
 
 module.exports = {
-  PlanFile, parsePlan, substitute, rewrittenFor, listsEsModules, packageType, sha1, EMPTY, PLAN_FILE,
+  PlanFile, parsePlan, substitute, rewrittenFor, readTransformed, listsEsModules, packageType, sha1, EMPTY, PLAN_FILE,
   MAX_PLAN_BYTES,
 };

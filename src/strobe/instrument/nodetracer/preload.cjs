@@ -14,6 +14,8 @@
  *   it: they compile the rewritten text);
  * - test runners that read sources themselves (Jest's module registry: fs.readFileSync; Vitest through Vite:
  *   fs.promises.readFile) are given the rewritten text of a listed file, recognised by the caller's package;
+ * - functions added while the program runs reach the modules it has loaded already through V8's live edit
+ *   (live.cjs), from the event loop;
  * - `globalThis.__strobe` (not enumerable) records the calls of the ids that are on (recorder.cjs); every context
  *   vm.createContext makes (Jest's test environments) gets it too;
  * - events are appended to `<dir>/events-<pid>.jsonl` (outbox.cjs), flushed synchronously at 'exit' and before
@@ -24,7 +26,8 @@
  */
 
 (function strobePreload() {
-  const ours = ['./preload.cjs', './values.cjs', './plan.cjs', './outbox.cjs', './recorder.cjs', './bun.cjs'];
+  const ours = ['./preload.cjs', './values.cjs', './plan.cjs', './outbox.cjs', './recorder.cjs', './bun.cjs',
+    './live.cjs'];
   const forget = () => {
     for (const name of ours) {
       try {
@@ -59,11 +62,12 @@
     const { pathToFileURL } = require('url');
     const fs = require('fs');
     const Module = require('module');
-    const { setInterval: startInterval } = require('timers');
+    const { setInterval: startInterval, setImmediate: soon } = require('timers');
     const { Outbox, sharedCounters } = require('./outbox.cjs');
     const { Recorder } = require('./recorder.cjs');
     const { PlanFile, substitute, rewrittenFor, listsEsModules } = require('./plan.cjs');
     const { bunLoader } = require('./bun.cjs');
+    const { LiveEditor } = require('./live.cjs');
 
     const problems = [];
     let shared = wt.getEnvironmentData(COUNTERS);
@@ -93,8 +97,29 @@
       }
     };
     const underBun = bunLoader(note); // Bun: a plugin's onLoad substitutes, for import and require
+    // Functions added while the program runs: modules already loaded get their rewritten code from the event loop
+    // (a plan is also adopted while a module loads, with the program's frames on the stack).
+    const editor = new LiveEditor({ dir, note, thread: tid });
+    let started = false; // the thread's first plan: every module it loads from now on is substituted by it
+    let editing = false;
+    const edit = () => {
+      editing = false;
+      try {
+        editor.apply(plans.current);
+      } catch (error) {
+        outbox.note('live edit', error);
+      }
+    };
     const adopt = (plan) => {
       recorder.setPlan(plan);
+      if (!started) {
+        started = true;
+        editor.begin(plan);
+      } else if (!editing && editor.wanted(plan)) {
+        editing = true;
+        const immediate = soon(edit);
+        if (typeof immediate?.unref === 'function') immediate.unref();
+      }
       try {
         if (underBun !== null) underBun(plan);
         else if (!hooked && listsEsModules(plan)) registerHooks();
