@@ -107,8 +107,9 @@ async def test_a_pattern_added_while_the_program_runs_reaches_the_module_already
         return True if any(e["text"] == "ready\n" for e in page["events"]) else None
 
     await poll(ready, 30, "the program to start")
-    traced = await strobe.call("debug_trace", sessionId=sid, add=["tick"])
-    assert not traced.get("warnings"), traced
+    traced = await strobe.call("debug_trace", sessionId=sid, add=["tick", "twice"])
+    [warning] = traced["warnings"]
+    assert "ticker.twice" in warning and "expression body" in warning, traced  # said, not silently untraced
     assert traced["hookedFunctions"] == 1, traced
 
     async def ticks() -> list[dict[str, Any]] | None:
@@ -120,10 +121,12 @@ async def test_a_pattern_added_while_the_program_runs_reaches_the_module_already
     # the module kept its state: tick(n) returns n + 1 and the program feeds each result back in
     counts = [e["returnValue"] for e in exits[:3]]
     assert counts[1:] == [counts[0] + 1, counts[0] + 2] and counts[0] > 1, exits
-    removed = await strobe.call("debug_trace", sessionId=sid, remove=["tick"])
+    removed = await strobe.call("debug_trace", sessionId=sid, remove=["tick", "twice"])
     assert removed["hookedFunctions"] == 0, removed
     stop.touch()
     await strobe.wait_for_status(sid, "exited", timeout=30)
+    page = await strobe.call("debug_query", sessionId=sid, function={"equals": "ticker.twice"})
+    assert page["events"] == []  # refused: nothing recorded of it
 
 
 # ---- TypeScript through tsx ----

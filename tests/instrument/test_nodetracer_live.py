@@ -147,8 +147,9 @@ def test_modules_already_loaded_get_the_rewritten_code_and_keep_their_state(proj
         got = answer(project, proc.pid, 1)
         assert got is not None
         # later.js is not loaded: it is substituted when it loads, so it is not in the answer
-        assert got == {"live": 1, "thread": 0, "files": {str(project.src / "work.js"): None,
-                                                         str(project.src / "scale.mjs"): None}}
+        work, scale = str(project.src / "work.js"), str(project.src / "scale.mjs")
+        assert got == {"live": 1, "thread": 0, "files": {work: None, scale: None},
+                       "from": {work: sha1(WORK), scale: sha1(SCALE)}}  # the texts they ran
         wait_for(lambda: len([e for e in project.events() if e[:2] == [RETURN, 3]]) >= 3, "calls of scale()")
         stop(project, proc)
     finally:
@@ -178,7 +179,8 @@ def test_a_module_loaded_under_an_earlier_plan_is_edited_when_the_plan_says_so(p
         project.files[work]["earlier"] = [sha1(WORK_FIRST)]
         project.plan(on=[1, 2], live=2)
         wait_for(lambda: answer(project, proc.pid, 2) is not None, "the program's second answer")
-        assert answer(project, proc.pid, 2) == {"live": 2, "thread": 0, "files": {work: None}}
+        assert answer(project, proc.pid, 2) == {"live": 2, "thread": 0, "files": {work: None},
+                                                "from": {work: sha1(WORK_FIRST)}}
         wait_for(lambda: len([e for e in project.events() if e[:2] == [ENTER, 2]]) >= 3, "calls of second()")
         stop(project, proc)
     finally:
@@ -211,6 +213,6 @@ def test_a_thread_started_after_the_plan_answers_at_once_with_nothing_loaded(pro
     run = project.run("main.js")
     assert run.returncode == 0 and run.stdout == "sum 0\n", run.stderr
     pid = run.batches[0]["pid"]
-    assert answer(project, pid, 3) == {"live": 3, "thread": 0, "files": {}}
+    assert answer(project, pid, 3) == {"live": 3, "thread": 0, "files": {}, "from": {}}
     assert [e[1] for e in run.events if e[0] == ENTER] == [1, 2]  # loaded under the plan: substituted
     assert Path(project.strobe / f"edits-{pid}-0.json").stat().st_mode & 0o777 == 0o600

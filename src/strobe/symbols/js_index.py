@@ -33,9 +33,9 @@ functions inside `describe("x", () => { function helper() {} })` are named as if
     functions = index_source(Path("src/auth.ts").read_text(), "src/auth.ts")
     [(f.name, f.line) for f in functions]           # [("login", 3), ("Session.refresh", 12), ...]
 
-Offsets (`params_start`, `body_start`, `body_end`, `prologue_end`) count characters of the Python str, not tree-sitter's UTF-8
-bytes. A file with a syntax error gives no functions: `index_source` raises `JsSourceError`, `js_project.index_project`
-lists it in `skipped`; nothing tree-sitter recovered around the error is trusted.
+Offsets (`params_start`, `body_start`, `body_end`, `prologue_end`) count characters of the Python str, not
+tree-sitter's UTF-8 bytes. A file with a syntax error gives no functions: `index_source` raises `JsSourceError`,
+`js_project.index_project` lists it in `skipped`; nothing tree-sitter recovered around the error is trusted.
 """
 
 from __future__ import annotations

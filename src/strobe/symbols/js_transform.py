@@ -66,6 +66,7 @@ class WrapResult:
     wrapped: tuple[int, ...]  # ids wrapped, in the order given
     skipped: tuple[SkippedFunction, ...]  # left as they were, with the reason
     insertions: tuple[Insertion, ...] = ()  # what was inserted where, in the order of the new text
+    functions: tuple[JsFunction, ...] = ()  # the functions wrapped, in the order of `wrapped`
 
     def span(self, function: JsFunction) -> tuple[int, int]:
         """Where `function` (of the original text, wrapped or not) starts and ends in the new text: its
@@ -149,6 +150,7 @@ def wrap_functions(
     seen: dict[tuple[int, int], int] = {}
     edits: list[tuple[int, int, int, str]] = []
     wrapped: list[int] = []
+    functions: list[JsFunction] = []
     skipped: list[SkippedFunction] = []
     for fid, function in targets:
         _check(source, function, fid)
@@ -165,6 +167,7 @@ def wrap_functions(
             continue
         edits += _edits(source, function, fid, runtime_name)
         wrapped.append(fid)
+        functions.append(function)
     edits.sort(key=lambda edit: edit[:3])
     pieces: list[str] = []
     previous = 0
@@ -173,4 +176,4 @@ def wrap_functions(
         previous = offset
     pieces.append(source[previous:])
     insertions = tuple(Insertion(offset, nesting, text) for offset, nesting, _, text in edits)
-    return WrapResult("".join(pieces), tuple(wrapped), tuple(skipped), insertions)
+    return WrapResult("".join(pieces), tuple(wrapped), tuple(skipped), insertions, tuple(functions))

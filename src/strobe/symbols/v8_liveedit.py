@@ -23,6 +23,7 @@ import math
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import pairwise
 
 CHUNK_LIMIT = 800  # V8 diffs the characters of a changed run of lines only when both sides are shorter than this
 _LINE_ENDS = (0x0A, 0x2028, 0x2029)
@@ -94,9 +95,9 @@ def _myers(equals: Equals, length1: int, length2: int) -> list[tuple[int, int, i
         while stack:  # V8 recurses head then tail; a stack of areas and points gives the same order
             item = stack.pop()
             if len(item) == 2:
-                points.append(item)  # type: ignore[arg-type]
+                points.append(item)
                 continue
-            ax, ay, bx, by = item  # type: ignore[misc]
+            ax, ay, bx, by = item
             snake = middle_snake(ax, ay, bx, by)
             if snake is None:
                 if (ax, ay, bx, by) == (x0, y0, x1, y1):
@@ -134,7 +135,7 @@ def _myers(equals: Equals, length1: int, length2: int) -> list[tuple[int, int, i
             y += 1
         return x, y
 
-    for (x, y), (to_x, to_y) in zip(points, points[1:], strict=False):
+    for (x, y), (to_x, to_y) in pairwise(points):
         x, y = walk(x, y, to_x, to_y)
         step = (to_x - x) - (to_y - y)
         if step == -1:
@@ -171,6 +172,10 @@ def _line_starts(units: array[int]) -> list[int]:
     return starts
 
 
+def _same_unit(a: array[int], b: array[int]) -> Equals:
+    return lambda i, j: a[i] == b[j]
+
+
 def source_changes(old: str, new: str) -> list[Change]:
     """The changed ranges V8 finds between two script sources (LiveEdit::CompareStrings)."""
     a, b = utf16(old), utf16(new)
@@ -194,7 +199,7 @@ def source_changes(old: str, new: str) -> list[Change]:
         end1, end2 = starts_a[line1 + prefix + count1], starts_b[line2 + prefix + count2]
         if end1 - start1 < CHUNK_LIMIT and end2 - start2 < CHUNK_LIMIT:
             part_a, part_b = a[start1:end1], b[start2:end2]
-            for pos1, pos2, len1, len2 in _myers(lambda i, j: part_a[i] == part_b[j], len(part_a), len(part_b)):
+            for pos1, pos2, len1, len2 in _myers(_same_unit(part_a, part_b), len(part_a), len(part_b)):
                 changes.append(Change(start1 + pos1, start1 + pos1 + len1, start2 + pos2, start2 + pos2 + len2))
         else:
             changes.append(Change(start1, end1, start2, end2))

@@ -25,9 +25,11 @@ instrument/nodetracer/bun.cjs substitutes sources there.
 A function added while the program runs: the plan's `live` number goes up, and each thread of each running process
 replaces the code of the modules it has loaded (V8's live edit, instrument/nodetracer/live.cjs) and answers in
 `<dir>/edits-<pid>-<thread>.json`; `apply_hooks` waits for the main thread's answer (a module not loaded yet is
-substituted when it loads). Removing works at once (the recorder's ids). Generator functions are not traced. TypeScript is traced through tsx, Bun, or compiled to JavaScript
-(shown at its .ts lines through the compiled files' source maps); run by ts-node it runs untraced (the preload's
-reason goes to the daemon's log).
+substituted when it loads) and works out from the text each script ran which added functions V8 left with their old
+code (symbols/js_liveedit.py): those are refused with why. Removing works at once (the recorder's ids). Generator
+functions are not traced. TypeScript is traced through tsx, Bun, or compiled to JavaScript (shown at its .ts lines
+through the compiled files' source maps); run by ts-node it runs untraced (the preload's reason goes to the daemon's
+log).
 """
 
 from __future__ import annotations
@@ -59,8 +61,9 @@ from strobe.paths import private_dir, private_opener
 from strobe.store.writer import Writer
 from strobe.symbols.index import FunctionInfo
 from strobe.symbols.js_index import JsFunction, dialect_of
+from strobe.symbols.js_liveedit import unmapped
 from strobe.symbols.js_project import JsIndex, find_package, index_package, index_project
-from strobe.symbols.js_transform import wrap_functions
+from strobe.symbols.js_transform import WrapResult, wrap_functions
 from strobe.symbols.patterns import Pattern
 
 log = logging.getLogger(__name__)
@@ -176,7 +179,7 @@ class NodePlan:
     depth: int = 3
     running: set[int] = field(default_factory=set)  # pids that run: their loaded modules need a live edit
     live: int = 0  # raised when functions are added while processes run (the preload's live edits)
-    earlier: dict[str, tuple[str, list[str]]] = field(default_factory=dict)  # file -> (its sha1, rewrites' sha1s)
+    texts: dict[str, FileTexts] = field(default_factory=dict)  # file -> its text and the rewrites written of it
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def write(self) -> list[str]:
@@ -186,7 +189,7 @@ class NodePlan:
             by_file: dict[str, list[tuple[int, JsFunction]]] = {}
             for slot, function in self.targets.items():
                 by_file.setdefault(function.file, []).append((slot, function))
-            files: dict[str, dict[str, str]] = {}
+            files: dict[str, dict[str, str | list[str]]] = {}
             sources = private_dir(self.directory / "src")
             for number, (path, targets) in enumerate(sorted(by_file.items())):
                 try:
@@ -200,12 +203,11 @@ class NodePlan:
                 rewritten = sources / f"{number}-{Path(path).name}"
                 _write_private(rewritten, result.source)
                 digest = hashlib.sha1(text.encode()).hexdigest()
-                history = self._rewrites(path, digest)
-                files[path] = {"sha1": digest, "transformed": str(rewritten), "earlier": list(history)}
-                new = hashlib.sha1(result.source.encode()).hexdigest()
-                if new not in history:
-                    history.append(new)
-                    del history[:-MAX_EARLIER]
+                known = self.texts.get(path)
+                if known is None or known.sha1 != digest:
+                    known = self.texts[path] = FileTexts(digest, text)
+                files[path] = {"sha1": digest, "transformed": str(rewritten), "earlier": list(known.rewrites)}
+                known.add(result)
             names = {str(slot): list(f.params) if f.params is not None else None for slot, f in self.targets.items()}
             plan = {"v": PLAN_VERSION, "depth": self.depth, "on": sorted(self.targets), "names": names, "files": files,
                     "live": self.live}
@@ -214,17 +216,21 @@ class NodePlan:
             os.replace(temporary, self.directory / "plan.json")
             return warnings
 
-    def _rewrites(self, path: str, digest: str) -> list[str]:
-        """The sha1s of the rewritten texts written for `path` while it had the content `digest` (the caller adds
-        each new one to this list)."""
-        known = self.earlier.get(path)
-        if known is None or known[0] != digest:
-            known = self.earlier[path] = (digest, [])
-        return known[1]
+    def misses(self, file: str, ran: str | None, functions: list[JsFunction]) -> dict[JsFunction, str]:
+        """The `functions` (added to `file`'s rewrite) that V8 left with their old code in a script that ran the
+        text with sha1 `ran` (None: it already ran the current rewrite), each with why."""
+        known = self.texts.get(file)
+        if known is None or ran is None:
+            return {}
+        if ran not in known.rewrites and ran != known.sha1:
+            return dict.fromkeys(functions, "the text it ran is no longer known")
+        current = known.rewrites[next(reversed(known.rewrites))]
+        return unmapped(known.text, known.rewrites.get(ran), current, functions)
 
-    def edits(self, pid: int, live: int) -> dict[str, str | None] | None:
-        """What process `pid` answered to the plan's `live` number: per loaded file, None (it runs the rewritten
-        code now) or why not, merged over its threads; None until its main thread has answered."""
+    def edits(self, pid: int, live: int) -> tuple[dict[str, str | None], dict[str, str]] | None:
+        """What process `pid` answered to the plan's `live` number, merged over its threads: per loaded file, None
+        (it runs the rewritten code now) or why not, and the sha1 of the text each replaced script ran; None until
+        its main thread has answered."""
         answers: dict[int, dict[str, Any]] = {}
         try:
             names = os.listdir(self.directory)
@@ -240,15 +246,37 @@ class NodePlan:
                 continue
             if isinstance(answer, dict) and isinstance(answer.get("live"), int) and answer["live"] >= live \
                     and isinstance(answer.get("files"), dict):
-                answers[int(found.group(2))] = answer["files"]
+                answers[int(found.group(2))] = answer
         if 0 not in answers:
             return None
         files: dict[str, str | None] = {}
+        ran: dict[str, str] = {}
         for thread in sorted(answers):
-            for file, why in answers[thread].items():
+            for file, why in answers[thread]["files"].items():
                 if isinstance(file, str) and (why is None or isinstance(why, str)) and files.get(file) is None:
                     files[file] = why
-        return files
+            came = answers[thread].get("from")
+            for file, digest in (came.items() if isinstance(came, dict) else ()):
+                if isinstance(file, str) and isinstance(digest, str):
+                    ran.setdefault(file, digest)
+        return files, ran
+
+
+@dataclass
+class FileTexts:
+    """A traced file's text as indexed and the rewrites written of it since (newest last, at most MAX_EARLIER):
+    a module loaded under an earlier plan runs one of them."""
+
+    sha1: str
+    text: str
+    rewrites: dict[str, WrapResult] = field(default_factory=dict)  # sha1 of the rewritten text -> how it was made
+
+    def add(self, result: WrapResult) -> None:
+        digest = hashlib.sha1(result.source.encode()).hexdigest()
+        self.rewrites.pop(digest, None)
+        self.rewrites[digest] = result
+        while len(self.rewrites) > MAX_EARLIER:
+            del self.rewrites[next(iter(self.rewrites))]
 
 
 def _source_text(path: str) -> str:
@@ -485,17 +513,27 @@ class NodeRuntime(NativeRuntime):
         """Wait for process `pid` to replace the code of the modules it loaded (the preload's live edit); returns
         the added slots whose module it could not give the new code, with why."""
         deadline = time.monotonic() + LIVE_WAIT_S
-        files = plan.edits(pid, live)
-        while files is None and time.monotonic() < deadline:
+        answer = plan.edits(pid, live)
+        while answer is None and time.monotonic() < deadline:
             await asyncio.sleep(LIVE_POLL_S)
-            files = await asyncio.to_thread(plan.edits, pid, live)
-        if files is None:
+            answer = await asyncio.to_thread(plan.edits, pid, live)
+        if answer is None:
             log.warning("pid %d did not answer the live edit %d within %.0f s (its main thread is busy, or it is "
                         "stopped): its loaded modules get the new code when its event loop next runs", pid, live,
                         LIVE_WAIT_S)
             return {}
-        return {slot: f"{Path(js.file).name} is already loaded and its code could not be replaced: {files[js.file]}"
-                for slot, js in added if files.get(js.file) is not None}
+        files, ran = answer
+        refused = {slot: f"{Path(js.file).name} is already loaded and its code could not be replaced: {files[js.file]}"
+                   for slot, js in added if files.get(js.file) is not None}
+        by_file: dict[str, list[tuple[int, JsFunction]]] = {}
+        for slot, js in added:
+            if js.file in files and slot not in refused:
+                by_file.setdefault(js.file, []).append((slot, js))
+        for file, targets in by_file.items():
+            misses = await asyncio.to_thread(plan.misses, file, ran.get(file), [js for _, js in targets])
+            refused |= {slot: f"{Path(file).name} is already loaded and this function keeps its code there: "
+                              f"{misses[js]}" for slot, js in targets if js in misses}
+        return refused
 
     async def flush(self, run: Run[Any], handle: AgentHandle, timeout: float) -> None:
         await super().flush(run, handle, timeout)

@@ -15,10 +15,13 @@
  *
  * Then the thread writes what it found, atomically, to `<dir>/edits-<pid>-<threadId>.json`:
  *
- *   {"live": 2, "thread": 0, "files": {"/abs/app.js": null, "/abs/app.ts": "the code it runs is not ..."}}
+ *   {"live": 2, "thread": 0, "files": {"/abs/app.js": null, "/abs/app.ts": "the code it runs is not ..."},
+ *    "from": {"/abs/app.js": "<sha1 of the text it ran before>"}}
  *
  * null: the script now runs the rewritten text; a string: why it could not; a listed file that this thread has not
- * loaded is absent (it is substituted when it loads). Under Bun (no inspector session in the process) a file in
+ * loaded is absent (it is substituted when it loads). `from` names the text each replaced script ran: V8 gives a
+ * function its new code only when its diff of the two texts finds the function again, which the daemon works out
+ * from the two texts (symbols/v8_liveedit.py). Under Bun (no inspector session in the process) a file in
  * require.cache is reported as not replaceable.
  *
  *   const editor = new LiveEditor({ dir, note, thread: threadId });
@@ -55,7 +58,7 @@ class LiveEditor {
   /** The thread's first plan: the modules it loads from now on are substituted by it (answered with no files). */
   begin(plan) {
     this.done = plan.live;
-    if (plan.live > 0) this._answer(plan.live, {});
+    if (plan.live > 0) this._answer(plan.live, {}, {});
   }
 
   wanted(plan) {
@@ -65,16 +68,16 @@ class LiveEditor {
   apply(plan) {
     if (!this.wanted(plan)) return;
     this.done = plan.live;
-    let files;
+    let answer;
     try {
-      files = globalThis.Bun !== undefined ? this._underBun(plan) : this._edit(plan);
+      answer = globalThis.Bun !== undefined ? { files: this._underBun(plan), from: {} } : this._edit(plan);
     } catch (error) {
-      files = {};
+      answer = { files: {}, from: {} };
       const reason = `the inspector could not be used (${errorMessage(error)})`;
-      for (const file of plan.files.keys()) files[file] = reason;
+      for (const file of plan.files.keys()) answer.files[file] = reason;
       this.note(`live edit: ${reason}`);
     }
-    this._answer(plan.live, files);
+    this._answer(plan.live, answer.files, answer.from);
   }
 
   _underBun(plan) {
@@ -104,6 +107,7 @@ class LiveEditor {
       session.off('Debugger.scriptParsed', listen);
     }
     const files = {};
+    const from = {};
     try {
       for (const [file, ids] of scripts) {
         const entry = plan.files.get(file);
@@ -114,7 +118,7 @@ class LiveEditor {
         }
         let reason = null;
         for (const scriptId of ids) {
-          const why = this._replace(session, scriptId, entry, rewritten);
+          const why = this._replace(session, scriptId, entry, rewritten, file, from);
           if (why !== null) reason = why;
         }
         files[file] = reason;
@@ -122,16 +126,18 @@ class LiveEditor {
     } finally {
       post(session, 'Debugger.disable');
     }
-    return files;
+    return { files, from };
   }
 
-  /** Give one script the rewritten text; null when it runs it now, else why not. */
-  _replace(session, scriptId, entry, rewritten) {
+  /** Give one script the rewritten text; null when it runs it now (`from[file]`: the sha1 of the text it ran),
+   * else why not. */
+  _replace(session, scriptId, entry, rewritten, file, from) {
     const { scriptSource } = post(session, 'Debugger.getScriptSource', { scriptId });
     if (scriptSource === rewritten) return null;
     const digest = sha1(scriptSource);
     if (digest !== entry.sha1 && !entry.earlier.has(digest)) return NOT_FILE_TEXT;
     const result = post(session, 'Debugger.setScriptSource', { scriptId, scriptSource: rewritten });
+    from[file] = digest;
     if (result.status === undefined || result.status === 'Ok') {
       return result.exceptionDetails === undefined ? null : STATUS.CompileError;
     }
@@ -146,11 +152,11 @@ class LiveEditor {
     return session;
   }
 
-  _answer(live, files) {
+  _answer(live, files, from) {
     const name = `edits-${process.pid}-${this.thread}.json`;
     const temporary = path.join(this.dir, `.${name}.tmp`);
     try {
-      fs.writeFileSync(temporary, JSON.stringify({ live, thread: this.thread, files }), { mode: 0o600 });
+      fs.writeFileSync(temporary, JSON.stringify({ live, thread: this.thread, files, from }), { mode: 0o600 });
       fs.renameSync(temporary, path.join(this.dir, name));
     } catch (error) {
       this.note(`live edit: the answer cannot be written (${errorMessage(error)})`);
