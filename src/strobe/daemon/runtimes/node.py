@@ -219,13 +219,15 @@ class NodePlan:
     def misses(self, file: str, ran: str | None, functions: list[JsFunction]) -> dict[JsFunction, str]:
         """The `functions` (added to `file`'s rewrite) that V8 left with their old code in a script that ran the
         text with sha1 `ran` (None: it already ran the current rewrite), each with why."""
-        known = self.texts.get(file)
-        if known is None or ran is None:
-            return {}
-        if ran not in known.rewrites and ran != known.sha1:
-            return dict.fromkeys(functions, "the text it ran is no longer known")
-        current = known.rewrites[next(reversed(known.rewrites))]
-        return unmapped(known.text, known.rewrites.get(ran), current, functions)
+        with self.lock:  # write() adds rewrites meanwhile
+            known = self.texts.get(file)
+            if known is None or ran is None:
+                return {}
+            if ran not in known.rewrites and ran != known.sha1:
+                return dict.fromkeys(functions, "the text it ran is no longer known")
+            current = known.rewrites[next(reversed(known.rewrites))]
+            old = known.rewrites.get(ran)
+        return unmapped(known.text, old, current, functions)
 
     def edits(self, pid: int, live: int) -> tuple[dict[str, str | None], dict[str, str]] | None:
         """What process `pid` answered to the plan's `live` number, merged over its threads: per loaded file, None

@@ -41,7 +41,8 @@ const BUN = 'a running Bun program keeps the code it loaded (Bun has no in-proce
 const STATUS = {
   BlockedByActiveFunction: 'a function whose code changes is running now (on the stack of this thread)',
   BlockedByActiveGenerator: 'a function whose code changes is waiting now (a suspended async function or generator)',
-  BlockedByTopLevelEsModuleChange: 'the change would touch the top level of an ES module',
+  BlockedByTopLevelEsModuleChange: 'V8 refuses a change to the top level of an ES module, which one of its '
+    + 'top-level functions it cannot find again in the new text makes (an arrow with an expression body, `x => x * 2`)',
   CompileError: 'V8 did not compile the rewritten text',
 };
 const STACK_NOTE = '; it can be added again once the function has returned';
