@@ -6,7 +6,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from strobe.daemon.runtimes.node import JsScripts, NodeEvents, js_type
+from strobe.daemon.runtimes.node import JsScripts, js_type
+from strobe.daemon.runtimes.node_events import NodeEvents
 from strobe.symbols.js_index import index_source
 from strobe.symbols.js_project import JsIndex
 from strobe.symbols.patterns import parse_js_pattern

@@ -7,11 +7,12 @@ How it fits together, for one session:
 
 - at launch (`launch_env`) the daemon makes a private directory and starts Node with
   `NODE_OPTIONS=--require <preload.cjs>` and `STROBE_NODE_DIR=<dir>` (child Node processes inherit both);
-- `apply_hooks` decides which functions are wrapped: it rewrites each file that defines one
-  (symbols/js_transform.py: line and column kept) into `<dir>/src/`, and writes `<dir>/plan.json` (which file is
-  replaced by which rewrite, checked by its sha1, and the ids that record) before the process runs;
+- `apply_hooks` decides which functions are wrapped; the session's `NodePlan` (node_plan.py) rewrites each file that
+  defines one (symbols/js_transform.py: line and column kept) into `<dir>/src/`, and writes `<dir>/plan.json` (which
+  file is replaced by which rewrite, checked by its sha1, and the ids that record) before the process runs;
 - the preload substitutes those files when Node loads them (CommonJS and ESM), and appends batches of events to
-  `<dir>/events-<pid>.jsonl`; `NodeEvents` (one daemon thread) reads new lines and hands them to the session.
+  `<dir>/events-<pid>.jsonl`; `NodeEvents` (node_events.py, one daemon thread) reads new lines and hands them to the
+  session.
 
 TypeScript runs through tsx (`node --import tsx app.ts`): the rewritten .ts text is what tsx compiles (its ES module
 hook runs above the preload's; its require hook reads the file, and that read is substituted), so events carry the
@@ -35,8 +36,6 @@ log).
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import logging
 import os
 import re
@@ -54,34 +53,27 @@ from strobe.daemon.runtimes.base import AgentHandle, Run, RuntimeKind, ValueRend
 from strobe.daemon.runtimes.cpython import PythonValues
 from strobe.daemon.runtimes.cpython_ingest import PythonIngest
 from strobe.daemon.runtimes.native import NativeRuntime
+from strobe.daemon.runtimes.node_events import EVENTS, Deliver
+from strobe.daemon.runtimes.node_plan import NodePlan, forget_plan, plan_for
 from strobe.daemon.symbols import SessionSymbols, TraceableFunction
 from strobe.instrument import nodetracer
 from strobe.instrument.protocol import ModuleInfo
-from strobe.paths import private_dir, private_opener
+from strobe.paths import private_dir
 from strobe.store.writer import Writer
 from strobe.symbols.index import FunctionInfo
 from strobe.symbols.js_index import JsFunction, dialect_of
-from strobe.symbols.js_liveedit import unmapped
 from strobe.symbols.js_project import JsIndex, find_package, index_package, index_project
-from strobe.symbols.js_transform import WrapResult, wrap_functions
 from strobe.symbols.patterns import Pattern
 
 log = logging.getLogger(__name__)
 
 NODE = RuntimeKind.NODE.value
-DIR_VARIABLE = nodetracer.DIR_VARIABLE
-PLAN_VERSION = 1
-TAIL_INTERVAL_S = 0.02
 FLUSH_WAIT_S = 0.03  # the preload writes its buffer every 10 ms: a query waits this long for the last of it
-_EVENTS_FILE = re.compile(r"^events-(\d+)\.jsonl$")
-MAX_READ_BYTES = 8 << 20  # per file and turn: the preload's lines are at most ~1 MiB
 NO_TRACER = ("this Node process has no Strobe tracer in it: debug_launch adds one when its command is node itself "
              "(TypeScript: command 'node', args ['--import', 'tsx', 'app.ts']) or bun running a file ('bun app.ts', "
              "not 'bun run'/'bun test'); a process attached to, or started through another command, has none")
 LIVE_WAIT_S = 3.0  # how long apply_hooks waits for a running process's main thread to replace loaded modules' code
 LIVE_POLL_S = 0.01
-MAX_EARLIER = 32  # rewritten texts of a file remembered (a module loaded under an earlier plan runs one of them)
-_EDITS_FILE = re.compile(r"^edits-(\d+)-(\d+)\.json$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,235 +161,6 @@ def _package_names(pattern: Pattern) -> list[str]:
     return [] if "*" in first else [first]
 
 
-@dataclass
-class NodePlan:
-    """What one session's Node processes wrap and record (written to <dir>/plan.json)."""
-
-    directory: Path
-    scripts: JsScripts | None = None
-    targets: dict[int, JsFunction] = field(default_factory=dict)  # slot -> function
-    depth: int = 3
-    running: set[int] = field(default_factory=set)  # pids that run: their loaded modules need a live edit
-    live: int = 0  # raised when functions are added while processes run (the preload's live edits)
-    texts: dict[str, FileTexts] = field(default_factory=dict)  # file -> its text and the rewrites written of it
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def write(self) -> list[str]:
-        """Rewrite the files that define a target and write the plan; returns warnings (functions skipped)."""
-        with self.lock:
-            warnings: list[str] = []
-            by_file: dict[str, list[tuple[int, JsFunction]]] = {}
-            for slot, function in self.targets.items():
-                by_file.setdefault(function.file, []).append((slot, function))
-            files: dict[str, dict[str, str | list[str]]] = {}
-            sources = private_dir(self.directory / "src")
-            for number, (path, targets) in enumerate(sorted(by_file.items())):
-                try:
-                    text = _source_text(path)
-                except OSError as exc:
-                    warnings.append(f"{path}: cannot be read ({exc.strerror}); its functions are not traced")
-                    continue
-                result = wrap_functions(text, targets)
-                warnings += [f"{skipped.function.module}.{skipped.function.name}: {skipped.reason}"
-                             for skipped in result.skipped]
-                rewritten = sources / f"{number}-{Path(path).name}"
-                _write_private(rewritten, result.source)
-                digest = hashlib.sha1(text.encode()).hexdigest()
-                known = self.texts.get(path)
-                if known is None or known.sha1 != digest:
-                    known = self.texts[path] = FileTexts(digest, text)
-                files[path] = {"sha1": digest, "transformed": str(rewritten), "earlier": list(known.rewrites)}
-                known.add(result)
-            names = {str(slot): list(f.params) if f.params is not None else None for slot, f in self.targets.items()}
-            plan = {"v": PLAN_VERSION, "depth": self.depth, "on": sorted(self.targets), "names": names, "files": files,
-                    "live": self.live}
-            temporary = self.directory / f"plan.json.{os.getpid()}.tmp"
-            _write_private(temporary, json.dumps(plan))
-            os.replace(temporary, self.directory / "plan.json")
-            return warnings
-
-    def misses(self, file: str, ran: str | None, functions: list[JsFunction]) -> dict[JsFunction, str]:
-        """The `functions` (added to `file`'s rewrite) that V8 left with their old code in a script that ran the
-        text with sha1 `ran` (None: it already ran the current rewrite), each with why."""
-        with self.lock:  # write() adds rewrites meanwhile
-            known = self.texts.get(file)
-            if known is None or ran is None:
-                return {}
-            if ran not in known.rewrites and ran != known.sha1:
-                return dict.fromkeys(functions, "the text it ran is no longer known")
-            current = known.rewrites[next(reversed(known.rewrites))]
-            old = known.rewrites.get(ran)
-        return unmapped(known.text, old, current, functions)
-
-    def edits(self, pid: int, live: int) -> tuple[dict[str, str | None], dict[str, str]] | None:
-        """What process `pid` answered to the plan's `live` number, merged over its threads: per loaded file, None
-        (it runs the rewritten code now) or why not, and the sha1 of the text each replaced script ran; None until
-        its main thread has answered."""
-        answers: dict[int, dict[str, Any]] = {}
-        try:
-            names = os.listdir(self.directory)
-        except FileNotFoundError:
-            return None
-        for name in names:
-            found = _EDITS_FILE.match(name)
-            if found is None or int(found.group(1)) != pid:
-                continue
-            try:
-                answer = json.loads((self.directory / name).read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
-            if isinstance(answer, dict) and isinstance(answer.get("live"), int) and answer["live"] >= live \
-                    and isinstance(answer.get("files"), dict):
-                answers[int(found.group(2))] = answer
-        if 0 not in answers:
-            return None
-        files: dict[str, str | None] = {}
-        ran: dict[str, str] = {}
-        for thread in sorted(answers):
-            for file, why in answers[thread]["files"].items():
-                if isinstance(file, str) and (why is None or isinstance(why, str)) and files.get(file) is None:
-                    files[file] = why
-            came = answers[thread].get("from")
-            for file, digest in (came.items() if isinstance(came, dict) else ()):
-                if isinstance(file, str) and isinstance(digest, str):
-                    ran.setdefault(file, digest)
-        return files, ran
-
-
-@dataclass
-class FileTexts:
-    """A traced file's text as indexed and the rewrites written of it since (newest last, at most MAX_EARLIER):
-    a module loaded under an earlier plan runs one of them."""
-
-    sha1: str
-    text: str
-    rewrites: dict[str, WrapResult] = field(default_factory=dict)  # sha1 of the rewritten text -> how it was made
-
-    def add(self, result: WrapResult) -> None:
-        digest = hashlib.sha1(result.source.encode()).hexdigest()
-        self.rewrites.pop(digest, None)
-        self.rewrites[digest] = result
-        while len(self.rewrites) > MAX_EARLIER:
-            del self.rewrites[next(iter(self.rewrites))]
-
-
-def _source_text(path: str) -> str:
-    """A module's text as Node compiles it: UTF-8, without a byte order mark."""
-    text = Path(path).read_text(encoding="utf-8", errors="replace")
-    return text[1:] if text.startswith("\ufeff") else text
-
-
-def _write_private(path: Path, text: str) -> None:
-    fd = private_opener(str(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(text)
-
-
-Deliver = Callable[[int, bytes], None]
-"""Where a process's batch goes (LiveSession.on_py_batch: the ingest thread, bounded)."""
-
-
-class NodeEvents:
-    """One daemon thread that reads the preload's event files of every watched directory, a whole line at a
-    time, and delivers each batch with the pid its file names."""
-
-    def __init__(self) -> None:
-        self._watched: dict[Path, tuple[Deliver, dict[str, int]]] = {}  # dir -> (deliver, file -> offset read)
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-
-    def watch(self, directory: Path, deliver: Deliver) -> None:
-        with self._lock:
-            self._watched[directory] = (deliver, {})
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="strobe-node-events", daemon=True)
-                self._thread.start()
-
-    def forget(self, directory: Path) -> None:
-        """Read what is left, then stop watching (the directory is the caller's to delete)."""
-        self.drain(directory)
-        with self._lock:
-            self._watched.pop(directory, None)
-
-    def drain(self, directory: Path) -> None:
-        with self._lock:
-            watched = self._watched.get(directory)
-            if watched is not None:
-                self._read(directory, *watched)
-
-    def _run(self) -> None:
-        while True:
-            time.sleep(TAIL_INTERVAL_S)
-            with self._lock:
-                if not self._watched:
-                    self._thread = None
-                    return
-                for directory, (deliver, offsets) in list(self._watched.items()):
-                    try:
-                        self._read(directory, deliver, offsets)
-                    except Exception:
-                        log.exception("reading the Node tracer's events in %s failed", directory)
-
-    @staticmethod
-    def _read(directory: Path, deliver: Deliver, offsets: dict[str, int]) -> None:
-        try:
-            names = os.listdir(directory)
-        except FileNotFoundError:
-            return
-        for name in names:
-            found = _EVENTS_FILE.match(name)
-            if found is None:
-                continue
-            pid, offset = int(found.group(1)), offsets.get(name, 0)
-            try:
-                with open(directory / name, "rb") as events:
-                    events.seek(offset)
-                    data = events.read(MAX_READ_BYTES)
-            except FileNotFoundError:
-                continue
-            end = data.rfind(b"\n")
-            if end < 0:
-                continue
-            offsets[name] = offset + end + 1
-            for line in data[:end].split(b"\n"):
-                if line:
-                    deliver(pid, line)
-
-
-EVENTS = NodeEvents()
-
-
-def session_dir(pid: int) -> Path | None:
-    """The tracer directory a Node process was started with (its environment's STROBE_NODE_DIR)."""
-    try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:
-        return None
-    prefix = f"{DIR_VARIABLE}=".encode()
-    for entry in environ:
-        if entry.startswith(prefix):
-            return Path(os.fsdecode(entry[len(prefix):]))
-    return None
-
-
-_PLANS: dict[Path, NodePlan] = {}
-_PLANS_LOCK = threading.Lock()
-
-
-def plan_for(handle: AgentHandle) -> NodePlan | None:
-    """The plan of the session a Node process belongs to (kept on its handle)."""
-    plan = getattr(handle, "runtime_state", None)
-    if isinstance(plan, NodePlan):
-        return plan
-    directory = session_dir(handle.pid)
-    if directory is None:
-        return None
-    with _PLANS_LOCK:
-        plan = _PLANS.setdefault(directory, NodePlan(directory))
-    handle.runtime_state = plan
-    return plan
-
-
 class JsValues(PythonValues):
     """Values as the preload rendered them (JSON; arguments as [name, value] pairs), typed as JavaScript names
     them."""
@@ -447,8 +210,7 @@ class NodeRuntime(NativeRuntime):
 
         def forget() -> None:
             EVENTS.forget(directory)
-            with _PLANS_LOCK:
-                _PLANS.pop(directory, None)
+            forget_plan(directory)
             shutil.rmtree(directory, ignore_errors=True)
 
         return forget
@@ -515,10 +277,8 @@ class NodeRuntime(NativeRuntime):
         """Wait for process `pid` to replace the code of the modules it loaded (the preload's live edit); returns
         the added slots whose module it could not give the new code, with why."""
         deadline = time.monotonic() + LIVE_WAIT_S
-        answer = plan.edits(pid, live)
-        while answer is None and time.monotonic() < deadline:
+        while (answer := await asyncio.to_thread(plan.edits, pid, live)) is None and time.monotonic() < deadline:
             await asyncio.sleep(LIVE_POLL_S)
-            answer = await asyncio.to_thread(plan.edits, pid, live)
         if answer is None:
             log.warning("pid %d did not answer the live edit %d within %.0f s (its main thread is busy, or it is "
                         "stopped): its loaded modules get the new code when its event loop next runs", pid, live,

@@ -138,10 +138,11 @@ class LiveEditor {
     const digest = sha1(scriptSource);
     if (digest !== entry.sha1 && !entry.earlier.has(digest)) return NOT_FILE_TEXT;
     const result = post(session, 'Debugger.setScriptSource', { scriptId, scriptSource: rewritten });
-    from[file] = digest;
-    if (result.status === undefined || result.status === 'Ok') {
-      return result.exceptionDetails === undefined ? null : STATUS.CompileError;
+    if ((result.status === undefined || result.status === 'Ok') && result.exceptionDetails === undefined) {
+      from[file] = digest;
+      return null;
     }
+    if (result.status === undefined || result.status === 'Ok') return STATUS.CompileError;
     const reason = STATUS[result.status] ?? `V8 refused the change (${result.status})`;
     return result.status.startsWith('BlockedByActive') ? reason + STACK_NOTE : reason;
   }
