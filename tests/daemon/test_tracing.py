@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from strobe.daemon import tracing
+from strobe.daemon.ingest import SlotTable
 from strobe.daemon.runtimes.cpython import PythonScripts
 from strobe.daemon.symbols import FunctionSource, ModuleSymbols, SessionSymbols, TraceableFunction
 from strobe.daemon.tracing import merge_patterns, plan_hooks, stability_status
@@ -98,6 +99,25 @@ def test_no_match_and_unknown_removal_warn() -> None:
     assert any("'nothing_here' matched no function" in w for w in plan.warnings)
     assert any("'not_active' was not active" in w for w in plan.warnings)
     assert names(plan) == {"main"}
+
+
+def test_a_session_knows_which_patterns_matched_in_no_process() -> None:
+    """Each process's plan is noted: a pattern selecting functions in one process (the library) is not reported,
+    one that selected nothing anywhere is, with the advice of the plan read in the most dialects."""
+    trace = tracing.SessionTrace(SlotTable())
+    trace.patterns = ["lib::init", "nothing_here"]
+    trace.note(plan_hooks([], trace.patterns, [], [APP], "/proj"))  # the first process: neither matches...
+    assert [w.split(".")[0] for w in trace.never_matched()] == [
+        "Pattern 'lib::init' matched no function in any process",
+        "Pattern 'nothing_here' matched no function in any process"]
+    trace.note(plan_hooks([], trace.patterns, [], [LIB], "/proj"))  # ...a second process has lib::init
+    assert len(trace.never_matched()) == 1 and "'nothing_here'" in trace.never_matched()[0]
+    trace.note(plan_hooks([], trace.patterns, [], [APP, SCRIPTS], "/proj"))
+    assert "Python functions are named by module path" in trace.never_matched()[0]  # the richer advice wins
+    trace.note(plan_hooks([], trace.patterns, [], [APP], "/proj"))
+    assert "Python functions are named by module path" in trace.never_matched()[0]
+    trace.patterns = ["lib::init"]  # removed patterns are not reported
+    assert trace.never_matched() == []
 
 
 def test_usercode_excludes_functions_without_a_project_file() -> None:

@@ -68,3 +68,44 @@ async def test_traced_mocha_and_node_test_runs(
     events = await strobe.all_events(sid, verbose=True)
     calls = [e for e in by_function(events, called) if e["eventType"] == "function_enter"]
     assert calls, sorted({e.get("function") for e in events if e.get("function")})
+
+
+@pytest.mark.parametrize(("framework", "thrower", "asserted", "called"), [
+    ("jest_basic", "calc.parsePrice", "calc averages a list", "calc.average"),
+    ("vitest_basic", "inventory.parseSku", "inventory > never ships more than it holds", "inventory.Inventory.count"),
+])
+async def test_failures_suggest_patterns_that_trace_them(
+        strobe: StrobeClient, tmp_path: Path, framework: str, thrower: str, asserted: str, called: str) -> None:
+    """Every failure's suggestedTraces select project functions (the test file's anonymous callbacks are not
+    suggested); given back as tracePatterns, they record the function that threw and what the failing assertion
+    called, and none is reported as matching nothing."""
+    project = copy_project(framework, tmp_path)
+    link_node_modules(project)
+    started = await strobe.call("debug_test", projectRoot=str(project))
+    status = await finished(strobe, started["testRunId"])
+    failures = {f["name"]: f["suggestedTraces"] for f in status["result"]["failures"]}
+    assert all(failures.values()), failures
+    assert called.rsplit(".", 1)[1] in " ".join(failures[asserted]), failures  # from the failing line's call
+    suggestions = list(dict.fromkeys(p for patterns in failures.values() for p in patterns))
+    assert not [p for p in suggestions if p.endswith(".test.js")], suggestions  # anonymous callbacks only
+
+    traced = await strobe.call("debug_test", projectRoot=str(project), tracePatterns=suggestions)
+    status = await finished(strobe, traced["testRunId"])
+    assert status["status"] == "completed" and "traceWarnings" not in status, status
+    events = await strobe.all_events(traced["sessionId"], verbose=True)
+    exits = [e for e in by_function(events, thrower) if e["eventType"] == "function_exit"]
+    assert any("exception" in e for e in exits), sorted({e.get("function") for e in events if e.get("function")})
+    assert by_function(events, called)
+
+
+async def test_a_pattern_matching_nothing_in_the_run_is_reported(strobe: StrobeClient, tmp_path: Path) -> None:
+    """The run's processes come and go without a debug_trace answer: the completed status says which patterns
+    selected no function in any of them, with what to try."""
+    project = copy_project("jest_basic", tmp_path)
+    link_node_modules(project)
+    started = await strobe.call("debug_test", projectRoot=str(project), tracePatterns=["calc.add", "calc.nosuch"])
+    status = await finished(strobe, started["testRunId"])
+    assert status["status"] == "completed", status
+    assert len(status.get("traceWarnings", [])) == 1, status
+    assert status["traceWarnings"][0].startswith("Pattern 'calc.nosuch' matched no function in any process.")
+    assert "'Class.method' or 'module.func'" in status["traceWarnings"][0]  # the JavaScript advice

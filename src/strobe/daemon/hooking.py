@@ -49,7 +49,9 @@ class Hooking:
         symbols = await process.image.symbols
         if not symbols.traceable:
             return None
-        return plan_hooks([], patterns, [], symbols.sources, live.record.project_root)
+        plan = plan_hooks([], patterns, [], symbols.sources, live.record.project_root)
+        live.trace.note(plan)
+        return plan
 
     async def desired_for(self, live: LiveSession, process: TracedProcess) -> Desired:
         """The functions a process should have hooked: its image's share of the session's patterns."""

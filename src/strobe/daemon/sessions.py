@@ -39,7 +39,7 @@ from strobe.daemon.registry import LiveSessions
 from strobe.daemon.runtimes import UNTRACED_JAVASCRIPT, untraced_javascript
 from strobe.daemon.services import Services
 from strobe.daemon.testruns import TestRuns
-from strobe.daemon.tracing import HookPlan, parse_patterns, plan_hooks
+from strobe.daemon.tracing import HookPlan, SessionTrace, parse_patterns, plan_hooks
 from strobe.daemon.watches import Watch, WatchSpec, plan_watches
 from strobe.errors import FridaAttachFailed, ProcessExited, ValidationError
 from strobe.instrument.agent_build import AgentCache
@@ -238,11 +238,11 @@ class SessionManager:
         return warnings
 
     async def _attach_test(self, pid: int, program: str, project_root: str, patterns: list[str],
-                           watches: Sequence[WatchSpec], tracer_dir: Path | None) -> str:
+                           watches: Sequence[WatchSpec], tracer_dir: Path | None) -> tuple[str, SessionTrace]:
         settings = self.settings.for_project(project_root)
         live = await self.launching.attach_gated(pid, program, project_root, patterns, settings, tracer_dir)
         live.pending_watches = list(watches)
-        return live.record.id
+        return live.record.id, live.trace
 
     # ---- tracing ---------------------------------------------------------------------------------
 
@@ -286,6 +286,7 @@ class SessionManager:
                 if add and not symbols.traceable:
                     symbols.require_debug_info()
                 plan = plan_hooks(live.trace.patterns, add, remove, symbols.sources, live.record.project_root)
+                live.trace.note(plan)
                 warnings += plan.warnings
                 if add and live.image.kind in UNTRACED_JAVASCRIPT:
                     warnings.append(untraced_javascript(live.image.kind))

@@ -14,8 +14,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from strobe.daemon.js_suggestions import keep_selecting
 from strobe.daemon.runtimes import RuntimeKind, runtime_for
-from strobe.daemon.tracing import parse_patterns
+from strobe.daemon.tracing import SessionTrace, parse_patterns
 from strobe.daemon.watches import WatchSpec
 from strobe.errors import ValidationError
 from strobe.instrument.reaper import Reaper
@@ -23,16 +24,16 @@ from strobe.paths import private_dir
 from strobe.store import test_durations
 from strobe.testing import adapters
 from strobe.testing.model import TestLevel
-from strobe.testing.runner import TestRunner
+from strobe.testing.runner import TestRun, TestRunner
 
 log = logging.getLogger(__name__)
 
 Submit = Callable[[Callable[[Any], Any]], Any]  # Writer.call: runs on the writer's connection, in the background
 Read = Callable[[Callable[[Any], Any]], Awaitable[Any]]
 Report = Callable[[float, float | None, str | None], Awaitable[None]]  # (progress, total, message)
-# (pid, program, project root, patterns, watches) -> the session id
-Attach = Callable[[int, str, str, list[str], Sequence[WatchSpec], Path | None], Awaitable[str]]
-"""(pid, program, project root, patterns, watches, the JavaScript tracer's directory or None) -> session id."""
+Attach = Callable[[int, str, str, list[str], Sequence[WatchSpec], Path | None], Awaitable[tuple[str, SessionTrace]]]
+"""(pid, program, project root, patterns, watches, the JavaScript tracer's directory or None) -> the session id and
+its trace state (which patterns selected functions in the processes of the run)."""
 JAVASCRIPT_FRAMEWORKS = frozenset({"jest", "vitest", "mocha", "nodetest"})
 """Test runs whose node processes get the JavaScript tracer's preload when traced (not `bun test`: Bun's preload
 option would turn its subcommand into a script name, see runtimes/node.py's BunRuntime)."""
@@ -63,6 +64,9 @@ class TestRuns:
         self._submit, self._read, self._attach = submit, read, attach
         self._durations: dict[tuple[str, str], list[float]] = {}
         self._sessions: dict[str, str] = {}  # test run id -> the session tracing it
+        self._traces: dict[str, SessionTrace | list[str]] = {}  # test run id -> its trace state; once it is over,
+        # the warnings of the patterns that matched nothing (the session's state goes with it)
+        self._checked: set[str] = set()  # runs whose failures' suggestions were checked against the project
         self.runner = TestRunner(self._dir, baselines=self._baseline, record_durations=self._record, reaper=reaper)
 
     async def start(self) -> None:
@@ -92,6 +96,7 @@ class TestRuns:
         else:
             adapter, score = adapters.detect(root, command)
             log.info("tests in %s: %s (confidence %d)", project_root, adapter.name, score)
+        self._forget_old()
         run_id = str(uuid.uuid4())
         report_dir = self._dir / f"{run_id}-reports"
         private_dir(report_dir)
@@ -120,14 +125,15 @@ class TestRuns:
         try:
             if run.process is None:  # it could not start: the run's status says why
                 return {"testRunId": run_id, "status": "running", "framework": adapter.display_name}
-            session_id = await self._attach(run.process.pid, built.argv[0], project_root, trace_patterns, watches,
-                                            tracer_dir)
+            session_id, trace = await self._attach(run.process.pid, built.argv[0], project_root, trace_patterns,
+                                                   watches, tracer_dir)
         except BaseException:
             await self.runner.cancel(run_id)  # the caller gets the error: no untraced run goes on unseen
             raise
         finally:
             _open_gate(gate)  # never leave the gated command waiting
         self._sessions[run_id] = session_id
+        self._traces[run_id] = trace
         self.runner.note_session(run_id, session_id)
         return {"testRunId": run_id, "status": "running", "framework": adapter.display_name, "sessionId": session_id}
 
@@ -145,10 +151,35 @@ class TestRuns:
                 current = f", running {progress['currentTest']}" if progress.get("currentTest") else ""
                 await report(done, None, f"{progress['passed']} passed, {progress['failed']} failed, "
                              f"{progress['skipped']} skipped{current}")
+        await self._check_suggestions(run)
         status = await self.runner.status(run_id, 0)
         if run_id in self._sessions:
             status["sessionId"] = self._sessions[run_id]
+        if run.done.is_set() and run_id in self._traces:
+            trace = self._traces[run_id]
+            unmatched = self._traces[run_id] = trace.never_matched() if isinstance(trace, SessionTrace) else trace
+            if unmatched:
+                status["traceWarnings"] = unmatched
         return status
+
+    def _forget_old(self) -> None:
+        """What this keeps per run goes with the runs the runner forgets (it keeps the last MAX_KEPT_RUNS)."""
+        for run_id in [r for r in {*self._sessions, *self._traces, *self._checked} if not self.runner.known(r)]:
+            self._sessions.pop(run_id, None)
+            self._traces.pop(run_id, None)
+            self._checked.discard(run_id)
+
+    async def _check_suggestions(self, run: TestRun) -> None:
+        """Once a JavaScript run is over, its failures suggest only patterns that select a function of the project
+        (daemon/js_suggestions.py), as a traced rerun would find them."""
+        if (run.status != "completed" or run.result is None or run.adapter.name not in JAVASCRIPT_FRAMEWORKS
+                or run.id in self._checked):
+            return
+        self._checked.add(run.id)
+        try:
+            await asyncio.to_thread(keep_selecting, run.result.get("failures") or [], run.project_root)
+        except Exception:  # the suggestions stay as the adapter made them
+            log.exception("checking the trace suggestions of test run %s failed", run.id)
 
     def _baseline(self, framework: str, test: str) -> float | None:
         kept = self._durations.get((framework, test))

@@ -26,6 +26,8 @@ class HookPlan:
     desired: dict[tuple[str, int, str], TraceableFunction]
     matched: int
     warnings: list[str]
+    unmatched: dict[str, str] = field(default_factory=dict)  # pattern -> its "matched no function" warning
+    dialects: list[str] = field(default_factory=list)  # the pattern dialects of the sources it selected from
 
 
 _PARSERS: dict[str, Callable[[str, str | None], Pattern]] = {
@@ -126,6 +128,7 @@ def plan_hooks(
     desired: dict[tuple[str, int, str], TraceableFunction] = {}
     matched: set[tuple[str, int, str]] = set()
     kept: list[str] = []
+    unmatched: dict[str, str] = {}
     for text in patterns:
         found = []
         for module in modules:
@@ -141,7 +144,8 @@ def plan_hooks(
             continue
         kept.append(text)
         if not count:
-            warnings.append(_no_match(text, dialects))
+            unmatched[text] = _no_match(text, dialects)
+            warnings.append(unmatched[text])
             continue
         hits = [function for module, positions in found if positions for function in module.functions_at(positions)]
         inlined = [f for f in hits if not _hookable(f)]
@@ -162,7 +166,7 @@ def plan_hooks(
             f"The active patterns select more than {MAX_HOOKS:,} functions; only the first {MAX_HOOKS:,} are hooked. "
             "Remove or narrow a pattern."
         )
-    return HookPlan(kept, desired, len(matched), warnings)
+    return HookPlan(kept, desired, len(matched), warnings, unmatched, dialects)
 
 
 @dataclass
@@ -175,6 +179,22 @@ class SessionTrace:
     patterns: list[str] = field(default_factory=list)
     slot_of: dict[tuple[str, int, str], int] = field(default_factory=dict)
     sampling: dict[int, bool] = field(default_factory=dict)  # the launched process's sampled slots
+    matched_somewhere: set[str] = field(default_factory=set)  # patterns that selected functions in some process
+    no_match: dict[str, tuple[int, str]] = field(default_factory=dict)  # pattern -> (dialects, advice) seen so far
+
+    def note(self, plan: HookPlan) -> None:
+        """What a process's plan selected, for never_matched: the advice kept is that of the plan read in the
+        most dialects (a Node process's JavaScript and native names, not the shell that started it)."""
+        self.matched_somewhere.update(p for p in plan.patterns if p not in plan.unmatched)
+        for pattern, advice in plan.unmatched.items():
+            if len(plan.dialects) >= self.no_match.get(pattern, (0, ""))[0]:
+                self.no_match[pattern] = (len(plan.dialects), advice)
+
+    def never_matched(self) -> list[str]:
+        """A warning for each active pattern that selected no function in any process of the session so far:
+        the only word of it in a traced test run, whose processes come and go without a debug_trace answer."""
+        return [self.no_match[p][1].replace(" matched no function.", " matched no function in any process.", 1)
+                for p in self.patterns if p not in self.matched_somewhere and p in self.no_match]
 
     def new_functions(self, desired: Mapping[tuple[str, int, str], TraceableFunction]) -> list[TraceableFunction]:
         """Functions to hook that never had a slot in this session."""

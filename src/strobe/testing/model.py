@@ -55,6 +55,7 @@ class TestCase:
     message: str | None = None  # failure or skip reason
     stack: list[str] = field(default_factory=list)  # frames, innermost first, as the framework prints them
     output: str = ""  # what the test printed, when the report carries it
+    source_line: str | None = None  # the text of the line it failed on, when the adapter read it (for suggestions)
 
 
 @dataclass
@@ -91,6 +92,12 @@ class LiveProgress:
         self.current_test, self.current_started_ns = name, now_ns
 
     def finish(self, outcome: Outcome) -> None:
+        self.count(outcome)
+        self.current_test = self.current_started_ns = None
+
+    def count(self, outcome: Outcome) -> None:
+        """A finished test counted without touching the current one: for runners that report results apart from
+        starts (Jest prints a file's results when the file ends, while another worker runs another test)."""
         self.phase = Phase.RUNNING
         if outcome is Outcome.PASSED:
             self.passed += 1
@@ -98,4 +105,8 @@ class LiveProgress:
             self.failed += 1
         else:
             self.skipped += 1
-        self.current_test = self.current_started_ns = None
+
+    def ended(self, name: str) -> None:
+        """`name` is no longer running: cleared if it is the current test (not if another started since)."""
+        if self.current_test == name:
+            self.current_test = self.current_started_ns = None

@@ -136,6 +136,10 @@ class TestRunner:
         run.task = asyncio.create_task(self._supervise(run), name=f"test-run-{run_id}")
         return run_id
 
+    def known(self, run_id: str) -> bool:
+        """Whether the run is still remembered (finished runs beyond MAX_KEPT_RUNS are forgotten)."""
+        return run_id in self._runs
+
     def get(self, run_id: str) -> TestRun:
         run = self._runs.get(run_id)
         if run is None:

@@ -26,6 +26,7 @@ class Ran:
     parsed: ParsedRun
     progress: LiveProgress
     finished: FinishedRun
+    running: list[str]  # each test the live progress named as it started, in order
 
     def outcomes(self) -> dict[str, str]:
         return {case.name: case.outcome.value for case in self.parsed.cases}
@@ -43,6 +44,7 @@ def run(adapter: TestAdapter, command: TestCommand, timeout: float = 300.0) -> R
                             start_new_session=True)
     assert proc.stdout is not None and proc.stderr is not None
     progress = LiveProgress()
+    running: list[str] = []
     chunks: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
     partial: dict[str, bytes] = {"stdout": b"", "stderr": b""}
     selector = selectors.DefaultSelector()
@@ -64,7 +66,10 @@ def run(adapter: TestAdapter, command: TestCommand, timeout: float = 300.0) -> R
                     chunks[stream].append(data)
                     *lines, partial[stream] = (partial[stream] + data).split(b"\n")
                 for line in lines:
-                    adapter.on_line(line.decode(errors="replace"), stream, progress, time.monotonic_ns())
+                    now_ns = time.monotonic_ns()
+                    adapter.on_line(line.decode(errors="replace"), stream, progress, now_ns)
+                    if progress.current_test is not None and progress.current_started_ns == now_ns:
+                        running.append(progress.current_test)
         code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
     finally:
         if proc.poll() is None:
@@ -72,7 +77,7 @@ def run(adapter: TestAdapter, command: TestCommand, timeout: float = 300.0) -> R
             proc.wait()
     finished = FinishedRun(command, b"".join(chunks["stdout"]).decode(errors="replace"),
                            b"".join(chunks["stderr"]).decode(errors="replace"), code)
-    return Ran(adapter.parse(finished), progress, finished)
+    return Ran(adapter.parse(finished), progress, finished, running)
 
 
 def copy_project(name: str, dest: Path, python: str | None = None) -> Path:

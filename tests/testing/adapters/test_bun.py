@@ -68,7 +68,7 @@ def test_assertion_failure_points_at_the_assertion(suite: harness.Ran) -> None:
     assert case.file == "test/unit/math.test.js"
     assert case.line == 10  # the expect(...) line, not the it(...) line the report gives (9)
     assert case.message is not None and "Expected: 3.5" in case.message and "Received: 3" in case.message
-    assert ADAPTER.suggest_traces(case) == ["@file:math.test.js"]
+    assert ADAPTER.suggest_traces(case) == ["divide", "@file:math.test.js"]
 
 
 def test_thrown_error_suggests_the_throwing_functions(suite: harness.Ran) -> None:

@@ -73,7 +73,7 @@ def test_assertion_failure_points_at_the_assertion(suite: harness.Ran) -> None:
     case = suite.case("divides exactly")
     assert (case.file, case.line) == ("test/unit/math_test.ts", 9)  # the assertion; the report says 8
     assert case.message == "AssertionError: divide(7, 2) should be 3.5\n3 !== 3.5"
-    assert ADAPTER.suggest_traces(case) == ["@file:math_test.ts"]
+    assert ADAPTER.suggest_traces(case) == ["divide", "@file:math_test.ts"]
 
 
 def test_thrown_error_suggests_the_throwing_functions(suite: harness.Ran) -> None:

@@ -60,7 +60,7 @@ def test_assertion_failure_points_at_the_assertion(suite: harness.Ran) -> None:
     assert case.line == 9  # the expect(...) line, not the test(...) line the report's location gives (8)
     assert case.message is not None
     assert "Expected: 2" in case.message and "Received: 1.5" in case.message
-    assert ADAPTER.suggest_traces(case) == ["@file:calc.test.js"]
+    assert ADAPTER.suggest_traces(case) == ["average", "@file:calc.test.js"]  # what the failing line calls
 
 
 def test_thrown_error_suggests_the_throwing_function(suite: harness.Ran) -> None:
@@ -74,10 +74,25 @@ def test_thrown_error_suggests_the_throwing_function(suite: harness.Ran) -> None
         parse_pattern(pattern, str(Path.cwd()))  # valid trace patterns
 
 
-def test_live_progress_counts_each_test(suite: harness.Ran) -> None:
+def test_live_progress_counts_each_test_and_names_the_running_one(suite: harness.Ran) -> None:
     progress = suite.progress
     assert (progress.passed, progress.failed, progress.skipped) == (2, 2, 2)
     assert progress.phase is Phase.SUITES_FINISHED
+    # Named as the results name them, as each starts (a skipped or todo test never starts).
+    assert sorted(suite.running) == sorted(["calc adds two numbers", "calc averages a list", "calc parses a price",
+                                            "totals a basket"])
+    assert progress.current_test is None  # every started test ended
+
+
+def test_a_project_reporter_does_not_hide_the_progress(project: Path, tmp_path: Path) -> None:
+    """`--reporters` replaces the config's reporters: the console lines Strobe counts come back with `default`."""
+    configured = harness.copy_project("jest_basic", tmp_path / "p")
+    harness.link_node_modules(configured)
+    (configured / "jest.config.js").write_text(
+        'module.exports = { testMatch: ["**/tests/**/*.test.js"], reporters: [["summary", {}]] };\n')
+    ran = harness.run(ADAPTER, ADAPTER.suite_command(configured, Level.UNIT, None, tmp_path))
+    assert (ran.progress.passed, ran.progress.failed) == (1, 2)
+    assert "calc averages a list" in ran.running
 
 
 def test_single_test_runs_only_that_test(project: Path, tmp_path: Path) -> None:

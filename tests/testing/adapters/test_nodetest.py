@@ -62,7 +62,7 @@ def test_assertion_failure_points_at_the_assertion(suite: harness.Ran) -> None:
     assert (case.file, case.line) == ("test/unit/math.test.js", 11)
     assert case.message == "AssertionError [ERR_ASSERTION]: divide(7, 2) should be 3.5\n3 !== 3.5"
     assert case.stack[0].startswith("TestContext.<anonymous> (file://")
-    assert ADAPTER.suggest_traces(case) == ["@file:math.test.js"]
+    assert ADAPTER.suggest_traces(case) == ["divide", "@file:math.test.js"]
 
 
 def test_thrown_error_points_at_the_test_and_suggests_the_throwing_functions(suite: harness.Ran) -> None:

@@ -81,7 +81,7 @@ def test_assertion_failure_points_at_the_assertion(suite: harness.Ran) -> None:
     case = suite.case("never ships")
     assert (case.file, case.line) == ("test/unit/inventory.test.js", 15)  # expect(...), not test(...) on 11
     assert case.message == "AssertionError: expected -1 to be +0 // Object.is equality"
-    assert ADAPTER.suggest_traces(case) == ["@file:inventory.test.js"]
+    assert ADAPTER.suggest_traces(case) == ["**.count", "@file:inventory.test.js"]  # inv.count(...) on the failing line
 
 
 def test_thrown_error_suggests_the_throwing_function(suite: harness.Ran) -> None:
@@ -94,8 +94,10 @@ def test_thrown_error_suggests_the_throwing_function(suite: harness.Ran) -> None
         parse_pattern(pattern, str(Path.cwd()))
 
 
-def test_live_progress_counts_each_test(suite: harness.Ran) -> None:
+def test_live_progress_counts_each_test_and_names_the_running_one(suite: harness.Ran) -> None:
     assert (suite.progress.passed, suite.progress.failed, suite.progress.skipped) == (2, 2, 2)
+    assert set(suite.running) == set(suite.outcomes())  # named as the results name them (Vitest readies skipped ones)
+    assert suite.progress.current_test is None  # every started test ended
 
 
 def test_single_test_runs_only_that_test(project: Path, tmp_path: Path) -> None:

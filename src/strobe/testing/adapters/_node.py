@@ -1,5 +1,6 @@
 """What the Jest, Vitest and Mocha adapters share: finding the framework in the project's node_modules,
-reading package.json for detection, test-level directories, reading V8 stack frames into a failure's
+reading package.json for detection, test-level directories, the running test from a helper's stderr lines,
+reading V8 stack frames into a failure's
 location and trace suggestions, and reading the Jest-shaped JSON report that both Jest and Vitest write.
 
 Not an adapter (the leading underscore keeps the registry from scanning it).
@@ -20,7 +21,7 @@ from urllib.parse import unquote
 
 from strobe.errors import ValidationError
 from strobe.testing.adapters.base import MAX_SUGGESTIONS, FinishedRun, tail
-from strobe.testing.model import Outcome, ParsedRun, TestCase, TestLevel
+from strobe.testing.model import LiveProgress, Outcome, ParsedRun, TestCase, TestLevel
 
 # ---- the project ----------------------------------------------------------------------------------
 
@@ -172,6 +173,41 @@ def relative(path: str, cwd: Path) -> str:
     return path
 
 
+# ---- live progress from a helper Strobe writes into the run's report dir ------------------------------
+
+def write_helper(report_dir: Path, name: str, source: str) -> Path:
+    """A reporter or hook file Strobe writes for one run (the user's files are never touched)."""
+    path = report_dir / name
+    path.write_text(source, encoding="utf-8")
+    return path
+
+
+def tagged_line(line: str, tag: str) -> tuple[str, str] | None:
+    """(event, test name) from a helper's stderr line `<tag><event> <JSON name>`; None for any other line."""
+    if not line.startswith(tag):
+        return None
+    event, _, raw = line[len(tag):].rstrip().partition(" ")
+    try:
+        name = json.loads(raw) if raw else ""
+    except ValueError:
+        name = raw
+    return event, str(name)
+
+
+def follow_starts(line: str, stream: str, tag: str, progress: LiveProgress, now_ns: int) -> bool:
+    """A reporter's "start <name>" / "end <name>" lines set and clear the running test (results are counted
+    from the runner's own lines); True when the line was one of them."""
+    parsed = tagged_line(line, tag) if stream == "stderr" else None
+    if parsed is None:
+        return False
+    event, name = parsed
+    if event == "start":
+        progress.start(name, now_ns)
+    elif event == "end":
+        progress.ended(name)
+    return True
+
+
 # ---- stacks, messages, suggestions ------------------------------------------------------------------
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
@@ -244,16 +280,32 @@ def locate(case: TestCase, test_file: str | None, cwd: Path) -> None:
         pick = frames[0]
     if pick is not None:
         case.file, case.line = relative(pick.file, cwd), pick.line
+    if test_file and case.file and case.line is not None and _is_file(case.file, test_file, cwd):
+        case.source_line = _source_line(cwd / case.file, case.line)  # the test's own line: what it called
+
+
+_MAX_SOURCE_LINE = 2000
+
+
+def _source_line(path: Path, line: int) -> str | None:
+    try:
+        with path.open(encoding="utf-8", errors="replace") as source:
+            return next((text[:_MAX_SOURCE_LINE] for number, text in enumerate(source, 1) if number == line), None)
+    except OSError:
+        return None
 
 
 def suggest(case: TestCase) -> list[str]:
     """Trace patterns for a traced rerun: the functions on the failure's stack in project code, innermost first
-    (`Class.*` for a method, the bare name for a function), then their files and the test's file as `@file:`.
-    Frames in the test file itself are only used for their file: V8 names test callbacks after whatever they
-    call (`Object.toBe`), which would suggest tracing the assertion library."""
+    (`Class.*` for a method, the bare name for a function), then what the test's failing line calls, then their
+    files and the test's file as `@file:`. Frames in the test file itself are only used for their file: V8 names
+    test callbacks after whatever they call (`Object.toBe`), which would suggest tracing the assertion library.
+    Some of these may select nothing (a test file of anonymous callbacks): the daemon keeps those that select
+    a function of the project (daemon/js_suggestions.py)."""
     functions: list[str] = []
     files: list[str] = []
     own = Path(case.file).name if case.file else None
+    called = _called(case.source_line) if case.source_line and own else []
     for frame in (parse_frame(line) for line in case.stack):
         if frame is None or not frame.in_project:
             continue
@@ -273,7 +325,32 @@ def suggest(case: TestCase) -> list[str]:
             functions.append(f"{receiver.rpartition('.')[2]}.*")
     if own:
         files.append(f"@file:{own}")
-    return list(dict.fromkeys(functions + files))[:MAX_SUGGESTIONS]
+    return list(dict.fromkeys(functions + called + files))[:MAX_SUGGESTIONS]
+
+
+_CALL = re.compile(r"(?:(?P<receiver>[A-Za-z_$][\w$]*)?\s*(?P<dot>\.)\s*)?(?<![\w$])(?P<name>[A-Za-z_$][\w$]*)\s*\(")
+_BUILTIN_RECEIVERS = frozenset({"Math", "JSON", "Object", "Array", "Number", "String", "Promise", "Date", "console",
+                                "Reflect", "Symbol", "BigInt", "Buffer", "process", "t", "assert", "expect"})
+# Calls on a test's line that are the test framework's or the language's, never the project's.
+_NOT_PROJECT_CALLS = frozenset({
+    "expect", "assert", "it", "test", "describe", "require", "import", "await", "if", "for", "while", "switch",
+    "return", "typeof", "new", "function", "catch", "super", "then", "resolves", "rejects", "not", "equal",
+    "strictEqual", "deepEqual", "deepStrictEqual", "ok", "throws", "is", "same"})
+
+
+def _called(text: str) -> list[str]:
+    """The project functions a failing test line calls, as patterns: `average` for `average([1, 2, 3])`,
+    `**.count` for `inv.count("A")` (any class's `count`). The test framework's calls (expect, matchers named
+    `toBe`...) are left out; what is left is a guess the daemon checks against the project's functions."""
+    found: list[str] = []
+    for match in _CALL.finditer(text):
+        name = match["name"]
+        if name in _NOT_PROJECT_CALLS or (match["dot"] and re.match(r"to[A-Z]", name)):  # .toBe(), .toEqual()
+            continue
+        if match["receiver"] in _BUILTIN_RECEIVERS:  # Math.round(), t.step(), assert.equal()
+            continue
+        found.append(f"**.{name}" if match["dot"] else name)
+    return found
 
 
 # ---- reports ----------------------------------------------------------------------------------------

@@ -3,8 +3,14 @@
 Results come from Jest's JSON report (`--json --outputFile`), with `--testLocationInResults` so every test
 carries the line it is declared on, and `--passWithNoTests`, without which Jest writes no report when nothing
 matches (Strobe then answers `noTests` rather than an error). The console reporter, made verbose, writes a
-line per test to stderr as each file finishes: that is the live progress. A failure is located at the first
-stack frame in its test file (the assertion), falling back to the declaration line from the report.
+line per test to stderr as each file finishes: those are the live counts. Jest prints nothing as a test starts,
+so Strobe also passes a tiny reporter of its own (written into the run's report dir) whose onTestCaseStart and
+onTestCaseResult (Jest 29.6+, called live from the workers) print the running test's name to stderr: the
+current test of debug_test_status and the stuck detector. `--reporters` replaces those of the project's
+config, so `default` is named too; it is an array option, so it comes before any positional test-path pattern.
+
+A failure is located at the first stack frame in its test file (the assertion), falling back to the declaration
+line from the report.
 
 Levels: Jest has none; Strobe runs the test files under directories named after the level (tests/unit, ...),
 by giving Jest those paths as test-path patterns.
@@ -21,6 +27,19 @@ from strobe.testing.adapters.base import FinishedRun, StackKind, TestAdapter
 from strobe.testing.model import LiveProgress, Outcome, ParsedRun, Phase, ProjectInfo, TestCase, TestCommand, TestLevel
 
 _REPORT = "jest.json"
+_REPORTER = "strobe-jest-progress.cjs"
+_TAG = "[strobe-jest] "
+# CommonJS (.cjs) so Jest requires it in "type": "module" projects too. Names as the report's: titles joined by " ".
+_REPORTER_SOURCE = """\
+// Written by Strobe for one test run: a stderr line as each test starts and ends, for live progress.
+"use strict";
+const say = (event, t) =>
+  process.stderr.write(`STROBE_TAG${event} ${JSON.stringify([...t.ancestorTitles, t.title].join(" "))}\\n`);
+module.exports = class StrobeProgress {
+  onTestCaseStart(test, info) { say("start", info); }
+  onTestCaseResult(test, result) { say("end", result); }
+};
+""".replace("STROBE_TAG", _TAG)
 # Verbose results: "  ✓ adds two numbers (3 ms)", "  ✕ fails", "  ○ skipped name", "  ✎ todo name".
 _RESULT = re.compile(r"^\s+(?P<mark>[✓✕○✎√×])\s+(?P<name>.+?)(?:\s+\(\d+(?:\.\d+)?\s*m?s\))?$")
 _MARKS = {"✓": Outcome.PASSED, "√": Outcome.PASSED, "✕": Outcome.FAILED, "×": Outcome.FAILED}
@@ -40,7 +59,9 @@ class JestAdapter(TestAdapter):
 
     def _command(self, project_root: Path, report_dir: Path, extra: list[str]) -> TestCommand:
         report = report_dir / _REPORT
-        argv = [*_node.tool_argv(project_root, "jest"), "--json", f"--outputFile={report}",
+        reporter = _node.write_helper(report_dir, _REPORTER, _REPORTER_SOURCE)
+        argv = [*_node.tool_argv(project_root, "jest"), "--reporters=default", f"--reporters={reporter}",
+                "--json", f"--outputFile={report}",
                 "--testLocationInResults", "--verbose", "--passWithNoTests", *extra]
         return TestCommand(argv=argv, cwd=project_root, report=report)
 
@@ -72,9 +93,9 @@ class JestAdapter(TestAdapter):
 
     def on_line(self, line: str, stream: str, progress: LiveProgress, now_ns: int) -> None:
         """Jest's console reporter writes to stderr: "PASS/FAIL <file>" as a file finishes, then one line per
-        test of that file (verbose), and "Test Suites:" in the summary. Jest prints no line as a test starts,
-        so there is no current test."""
-        if stream != "stderr":
+        test of that file (verbose), and "Test Suites:" in the summary; Strobe's reporter says which test
+        starts and ends."""
+        if stream != "stderr" or _node.follow_starts(line, stream, _TAG, progress, now_ns):
             return
         text = _node.strip_ansi(line.rstrip())
         if text.startswith(("PASS ", "FAIL ")):
@@ -85,7 +106,7 @@ class JestAdapter(TestAdapter):
             return
         match = _RESULT.match(text)
         if match:
-            progress.finish(_MARKS.get(match["mark"], Outcome.SKIPPED))
+            progress.count(_MARKS.get(match["mark"], Outcome.SKIPPED))
 
     def suggest_traces(self, case: TestCase) -> list[str]:
         return _node.suggest(case)

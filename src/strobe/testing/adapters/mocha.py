@@ -16,7 +16,6 @@ files are excluded with a negated `--ignore` glob instead.
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from pathlib import Path
@@ -62,8 +61,7 @@ class MochaAdapter(TestAdapter):
 
     def _command(self, project_root: Path, report_dir: Path, extra: list[str]) -> TestCommand:
         report = report_dir / _REPORT
-        plugin = report_dir / _PLUGIN
-        plugin.write_text(_PLUGIN_SOURCE, encoding="utf-8")
+        plugin = _node.write_helper(report_dir, _PLUGIN, _PLUGIN_SOURCE)
         argv = [*_node.tool_argv(project_root, "mocha"), "--reporter", "json", "--reporter-option",
                 f"output={report}", "--require", str(plugin), *extra]
         return TestCommand(argv=argv, cwd=project_root, report=report)
@@ -118,15 +116,12 @@ class MochaAdapter(TestAdapter):
     def on_line(self, line: str, stream: str, progress: LiveProgress, now_ns: int) -> None:
         """The lines of Strobe's root-hook plugin: "start <json title>", "passed|failed|skipped <json title>",
         "finished"."""
-        if stream != "stderr" or not line.startswith(_TAG):
+        parsed = _node.tagged_line(line, _TAG) if stream == "stderr" else None
+        if parsed is None:
             return
-        event, _, title = line[len(_TAG):].rstrip().partition(" ")
+        event, name = parsed
         if event == "start":
-            try:
-                name = json.loads(title)
-            except ValueError:
-                name = title
-            progress.start(str(name), now_ns)
+            progress.start(name, now_ns)
         elif event in _EVENTS:
             progress.finish(_EVENTS[event])
         elif event == "finished":

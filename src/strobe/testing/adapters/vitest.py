@@ -2,8 +2,11 @@
 
 `vitest run` (never watch mode) with two reporters: `json` writes the report Strobe reads (the same shape as
 Jest's, with `--includeTaskLocation` adding each test's line), `verbose` prints a line per finished test to
-stdout for live progress (with NO_COLOR=1: Vitest colours its console even into a pipe). Tests are named
-"describe > title", as Vitest 5 prints and matches them.
+stdout for live counts (with NO_COLOR=1: Vitest colours its console even into a pipe). Tests are named
+"describe > title", as Vitest 5 prints and matches them. Nothing in Vitest's console marks a test's start, so
+Strobe adds a tiny reporter of its own (written into the run's report dir): its onTestCaseReady and
+onTestCaseResult (Vitest 3+) print the running test's full name to stderr, the current test of
+debug_test_status and the stuck detector.
 
 Vitest 5 asks for Node 22.12+; on Node 20 it runs, but its console reporters crash ("Map.groupBy is not a
 function") while printing the failure summary. That happens after the JSON report is written, so results are
@@ -24,6 +27,16 @@ from strobe.testing.adapters.base import FinishedRun, StackKind, TestAdapter
 from strobe.testing.model import LiveProgress, Outcome, ParsedRun, Phase, ProjectInfo, TestCase, TestCommand, TestLevel
 
 _REPORT = "vitest.json"
+_REPORTER = "strobe-vitest-progress.mjs"
+_TAG = "[strobe-vitest] "
+_REPORTER_SOURCE = """\
+// Written by Strobe for one test run: a stderr line as each test starts and ends, for live progress.
+const say = (event, testCase) => process.stderr.write(`STROBE_TAG${event} ${JSON.stringify(testCase.fullName)}\\n`);
+export default class StrobeProgress {
+  onTestCaseReady(testCase) { say("start", testCase); }
+  onTestCaseResult(testCase) { say("end", testCase); }
+}
+""".replace("STROBE_TAG", _TAG)
 _SEPARATOR = " > "
 _SEPARATOR_EITHER = "(?: > | )"
 # Verbose results: " ✓ test/a.test.js:5 > suite > name 2ms", then the same with a cross (U+00D7) for a failure,
@@ -50,7 +63,9 @@ class VitestAdapter(TestAdapter):
 
     def _command(self, project_root: Path, report_dir: Path, extra: list[str]) -> TestCommand:
         report = report_dir / _REPORT
+        reporter = _node.write_helper(report_dir, _REPORTER, _REPORTER_SOURCE)
         argv = [*_node.tool_argv(project_root, "vitest"), "run", "--reporter=json", "--reporter=verbose",
+                f"--reporter={reporter}",
                 f"--outputFile.json={report}", "--includeTaskLocation", *extra]
         return TestCommand(argv=argv, cwd=project_root, env={"NO_COLOR": "1"}, report=report)
 
@@ -86,8 +101,10 @@ class VitestAdapter(TestAdapter):
 
     def on_line(self, line: str, stream: str, progress: LiveProgress, now_ns: int) -> None:
         """The verbose reporter prints " RUN  v5.1.1 <root>" once the tests start, a line per finished test
-        (✓ passed, U+00D7 failed, ↓ skipped, □ todo), and " Test Files  ..." in the summary. Nothing marks a test's
-        start, so there is no current test."""
+        (✓ passed, U+00D7 failed, ↓ skipped, □ todo), and " Test Files  ..." in the summary; Strobe's reporter
+        says on stderr which test starts and ends."""
+        if _node.follow_starts(line, stream, _TAG, progress, now_ns):
+            return
         text = _node.strip_ansi(line.rstrip())
         stripped = text.strip()
         if stripped.startswith("RUN "):
@@ -98,7 +115,7 @@ class VitestAdapter(TestAdapter):
             return
         match = _RESULT.match(text)
         if match and not _FILE_SUMMARY.search(match["name"]):
-            progress.finish(_MARKS.get(match["mark"], Outcome.SKIPPED))
+            progress.count(_MARKS.get(match["mark"], Outcome.SKIPPED))
 
     def suggest_traces(self, case: TestCase) -> list[str]:
         return _node.suggest(case)
