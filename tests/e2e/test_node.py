@@ -174,7 +174,11 @@ async def test_typescript_functions_through_tsx(strobe: StrobeClient, ts_project
     root = ts_project
     (root / "package.json").write_text(f'{{"type": "{modules}"}}\n')
     args = ["--import", "tsx", "app.ts"] if launcher == "node --import tsx" else [str(TSX), "app.ts"]
-    sid = await run_typescript(strobe, root, "node", args, TS_PATTERNS)
+    await check_typescript_run(strobe, root, await run_typescript(strobe, root, "node", args, TS_PATTERNS))
+
+
+async def check_typescript_run(strobe: StrobeClient, root: Path, sid: str) -> None:
+    """app.ts's calls with their arguments and values, at their TypeScript files and lines."""
     assert [e["text"] for e in await strobe.all_events(sid, eventType="stdout")] == TS_OUTPUT  # unchanged
     assert [e["text"] for e in await strobe.all_events(sid, eventType="stderr")] == []
     events = await strobe.all_events(sid, verbose=True)
@@ -212,10 +216,47 @@ async def test_typescript_functions_through_tsx(strobe: StrobeClient, ts_project
     }, where
 
 
-@needs_tsx
-async def test_a_typescript_crash_shows_typescript_files_and_lines(strobe: StrobeClient, ts_project: Path) -> None:
+TS_NODE = TOOLCHAINS / ".bin" / "ts-node"
+needs_ts_node = pytest.mark.skipif(not TS_NODE.exists(), reason=f"ts-node is not installed ({TS_NODE} is missing): "
+                                   "scripts/bootstrap.sh installs tests/toolchains/package.json")
+TS_NODE_CONFIG = '{"compilerOptions": {"module": "commonjs", "target": "es2020", "strict": true}}\n'
+
+
+@needs_ts_node
+@pytest.mark.parametrize("launcher", ["ts-node", "node -r ts-node/register"])
+async def test_typescript_functions_through_ts_node(strobe: StrobeClient, ts_project: Path, launcher: str) -> None:
+    """ts-node checks the program's own TypeScript (the project's tsconfig, strict) and compiles it; Strobe swaps
+    in the same compile of the rewritten text."""
     root = ts_project
-    sid = await run_typescript(strobe, root, "node", ["--import", "tsx", "crash.ts"], ["restock"])
+    (root / "tsconfig.json").write_text(TS_NODE_CONFIG)
+    command, args = (str(TS_NODE), ["app.ts"]) if launcher == "ts-node" else ("node", ["-r", "ts-node/register",
+                                                                                       "app.ts"])
+    await check_typescript_run(strobe, root, await run_typescript(strobe, root, command, args, TS_PATTERNS))
+
+
+@needs_ts_node
+async def test_ts_node_still_reports_the_programs_type_errors(strobe: StrobeClient, ts_project: Path) -> None:
+    root = ts_project
+    (root / "tsconfig.json").write_text(TS_NODE_CONFIG)
+    (root / "wrong.ts").write_text("function half(n: number): number {\n  return n / 2;\n}\nhalf(\"four\");\n")
+    await strobe.call("debug_trace", add=["half"], projectRoot=str(root))
+    launched = await strobe.call("debug_launch", command=str(TS_NODE), args=["wrong.ts"], projectRoot=str(root),
+                                 cwd=str(root))
+    await strobe.wait_for_status(launched["sessionId"], "exited", timeout=60)
+    stderr = "".join(e["text"] for e in await strobe.all_events(launched["sessionId"], eventType="stderr"))
+    assert "TS2345" in stderr and "wrong.ts" in stderr, stderr  # its own error, not one about Strobe's wrapper
+
+
+@pytest.mark.parametrize("launcher", [
+    pytest.param("tsx", marks=needs_tsx), pytest.param("ts-node", marks=needs_ts_node)])
+async def test_a_typescript_crash_shows_typescript_files_and_lines(
+        strobe: StrobeClient, ts_project: Path, launcher: str) -> None:
+    root = ts_project
+    if launcher == "tsx":
+        sid = await run_typescript(strobe, root, "node", ["--import", "tsx", "crash.ts"], ["restock"])
+    else:
+        (root / "tsconfig.json").write_text(TS_NODE_CONFIG)
+        sid = await run_typescript(strobe, root, str(TS_NODE), ["crash.ts"], ["restock"])
     found = await strobe.call("debug_query", sessionId=sid, eventType="crash", verbose=True)
     assert found["events"], await strobe.all_events(sid)
     crash = found["events"][0]
@@ -229,7 +270,7 @@ async def test_a_typescript_crash_shows_typescript_files_and_lines(strobe: Strob
     assert [e["eventType"] for e in restocks] == ["function_enter", "function_exit"] * 2
     assert restocks[3]["exception"]["line"] == throw
     stderr = "".join(e["text"] for e in await strobe.all_events(sid, eventType="stderr"))
-    assert f"inventory.ts:{throw}" in stderr  # tsx's source maps: the program's own report points at the .ts line
+    assert f"inventory.ts:{throw}" in stderr  # the loader's source maps: the program's own report shows the .ts line
 
 
 @needs_tsx

@@ -29,7 +29,7 @@ PRELOAD = DIRECTORY / "preload.cjs"
 HOOKS = DIRECTORY / "hooks.mjs"
 # Every file the preload loads (a wheel must carry them all).
 SOURCES = tuple(DIRECTORY / name for name in ("preload.cjs", "hooks.mjs", "plan.cjs", "outbox.cjs",
-                                                "recorder.cjs", "values.cjs", "bun.cjs", "live.cjs"))
+                                                "recorder.cjs", "values.cjs", "bun.cjs", "live.cjs", "tsnode.cjs"))
 DIR_VARIABLE = "STROBE_NODE_DIR"
 BUN_OPTIONS_VARIABLE = "STROBE_BUN_OPTIONS"  # the BUN_OPTIONS the program was given, without the preload
 PLAN_FILE = "plan.json"

@@ -11,7 +11,8 @@
  *   30 ms at startup, so it is registered only once the plan lists a file that may load as an ES module), and for a
  *   require hook that reads the file itself (tsx's, for TypeScript) through fs.readFileSync of exactly that path,
  *   while the module loads and until it compiles (loader hooks registered after this one, such as tsx's, run above
- *   it: they compile the rewritten text);
+ *   it: they compile the rewritten text); ts-node's JavaScript by its compile of the rewritten TypeScript
+ *   (tsnode.cjs);
  * - test runners that read sources themselves (Jest's module registry: fs.readFileSync; Vitest through Vite:
  *   fs.promises.readFile) are given the rewritten text of a listed file, recognised by the caller's package;
  * - functions added while the program runs reach the modules it has loaded already through V8's live edit
@@ -27,7 +28,7 @@
 
 (function strobePreload() {
   const ours = ['./preload.cjs', './values.cjs', './plan.cjs', './outbox.cjs', './recorder.cjs', './bun.cjs',
-    './live.cjs'];
+    './live.cjs', './tsnode.cjs'];
   const forget = () => {
     for (const name of ours) {
       try {
@@ -68,6 +69,7 @@
     const { PlanFile, substitute, rewrittenFor, listsEsModules } = require('./plan.cjs');
     const { bunLoader } = require('./bun.cjs');
     const { LiveEditor } = require('./live.cjs');
+    const { tsNodeOutput } = require('./tsnode.cjs');
 
     const problems = [];
     let shared = wt.getEnvironmentData(COUNTERS);
@@ -261,7 +263,8 @@
         try {
           compiled.add(this); // the module's own code runs from here: its reads are its own
           if (!served.has(this) && typeof content === 'string' && typeof filename === 'string') {
-            const rewritten = substitute(content, filename, plans.refresh(), note);
+            const plan = plans.refresh();
+            const rewritten = tsNodeOutput(filename, plan, note) ?? substitute(content, filename, plan, note);
             if (rewritten !== null) source = rewritten;
           }
         } catch (error) {

@@ -498,8 +498,17 @@ function foldWrappers(frames) {
 
 /** The stack text of an Error when reading it runs no program code (Error.prepareStackTrace is still Node's), or
  * with `always` (a crash: Node formats it to print it anyway). */
+const trustedFormatters = new Set(); // stack formatters of loaders, safe to run before the program reads a stack
+
+/** `formatter` (ts-node's source-map-support) may format an error's stack for the recorder: what it makes is what
+ * the program reads of that stack too. */
+function trustStackFormatter(formatter) {
+  trustedFormatters.add(formatter);
+}
+
 function stackOf(error, always) {
-  if (!always && Error.prepareStackTrace !== NODE_PREPARE_STACK) return undefined;
+  const formatter = Error.prepareStackTrace;
+  if (!always && formatter !== NODE_PREPARE_STACK && !trustedFormatters.has(formatter)) return undefined;
   const found = getOwn(error, 'stack');
   return found !== undefined && 'value' in found && typeof found.value === 'string' ? found.value : undefined;
 }
@@ -530,5 +539,6 @@ function describeThrown(error, withStack = true, always = false) {
 }
 
 module.exports = {
-  Renderer, describeThrown, parseStack, text, stringify, EVENT_CHARS, MAX_ITEMS, MAX_CHARS, CUT, UNDEFINED,
+  Renderer, describeThrown, parseStack, text, stringify, trustStackFormatter, EVENT_CHARS, MAX_ITEMS, MAX_CHARS, CUT,
+  UNDEFINED,
 };
