@@ -1,6 +1,8 @@
 """Traced JavaScript test runs over MCP: debug_test with tracePatterns on Jest (its module registry reads the
 sources and runs them in a vm context) and Vitest (Vite transforms the sources in the vitest process; forks run
-them and are ended right after they report) records the project's functions the tests call."""
+them and are ended right after they report), Mocha, `node --test` and `bun test` (no exit event: written after each
+test) record the project's functions the tests call; failures suggest patterns that select something; a pattern
+selecting nothing in any process of the run is reported."""
 
 from __future__ import annotations
 
@@ -59,8 +61,9 @@ async def test_a_traced_vitest_run(strobe: StrobeClient, tmp_path: Path) -> None
 @pytest.mark.parametrize(("framework", "pattern", "called"), [
     ("mocha_basic", "temperature.*", "temperature.toFahrenheit"),
     ("nodetest_basic", "math.*", "math.add"),
+    ("bun_basic", "math.*", "math.divide"),
 ])
-async def test_traced_mocha_and_node_test_runs(
+async def test_traced_mocha_node_test_and_bun_test_runs(
         strobe: StrobeClient, tmp_path: Path, framework: str, pattern: str, called: str) -> None:
     project = copy_project(framework, tmp_path)
     link_node_modules(project)

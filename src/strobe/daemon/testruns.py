@@ -19,6 +19,7 @@ from strobe.daemon.runtimes import RuntimeKind, runtime_for
 from strobe.daemon.tracing import SessionTrace, parse_patterns
 from strobe.daemon.watches import WatchSpec
 from strobe.errors import ValidationError
+from strobe.instrument import nodetracer
 from strobe.instrument.reaper import Reaper
 from strobe.paths import private_dir
 from strobe.store import test_durations
@@ -34,9 +35,9 @@ Report = Callable[[float, float | None, str | None], Awaitable[None]]  # (progre
 Attach = Callable[[int, str, str, list[str], Sequence[WatchSpec], Path | None], Awaitable[tuple[str, SessionTrace]]]
 """(pid, program, project root, patterns, watches, the JavaScript tracer's directory or None) -> the session id and
 its trace state (which patterns selected functions in the processes of the run)."""
-JAVASCRIPT_FRAMEWORKS = frozenset({"jest", "vitest", "mocha", "nodetest"})
-"""Test runs whose node processes get the JavaScript tracer's preload when traced (not `bun test`: Bun's preload
-option would turn its subcommand into a script name, see runtimes/node.py's BunRuntime)."""
+JAVASCRIPT_FRAMEWORKS = frozenset({"jest", "vitest", "mocha", "nodetest", "bun"})
+"""Test runs whose node processes get the JavaScript tracer's preload when traced (`bun test` as its own
+`--preload` option: in BUN_OPTIONS it would turn the subcommand into a script name, see runtimes/node.py)."""
 # The traced run's first process: blocks reading the FIFO ($0) until the session is attached, then becomes the
 # test command. `read` is a shell builtin: nothing is forked before the exec.
 _GATE_SCRIPT = 'read _ < "$0"; exec "$@"'
@@ -116,6 +117,8 @@ class TestRuns:
         if adapter.name in JAVASCRIPT_FRAMEWORKS:  # the preload is in every node process the run starts
             tracer_env, tracer_dir = runtime_for(RuntimeKind.NODE).launch_env(self._home, built.env)
             built = dataclasses.replace(built, env=tracer_env)
+            if adapter.name == "bun":
+                built = dataclasses.replace(built, argv=nodetracer.bun_test_argv(built.argv))
         gate = report_dir / "strobe-gate"
         os.mkfifo(gate, 0o600)
         gated = dataclasses.replace(built, argv=["/bin/sh", "-c", _GATE_SCRIPT, str(gate), *built.argv])

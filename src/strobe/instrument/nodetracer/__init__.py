@@ -65,6 +65,15 @@ def environment(directory: Path, existing_node_options: str | None = None) -> di
     return {"NODE_OPTIONS": node_options(existing_node_options), DIR_VARIABLE: str(directory)}
 
 
+def bun_test_argv(argv: list[str]) -> list[str]:
+    """`bun test ...` with the preload: as an option of the test subcommand (after `test`), where Bun's test runner
+    reads `--preload`; BUN_OPTIONS cannot carry it (see bun_environment). Unchanged when there is no `test`."""
+    if "test" not in argv[1:]:
+        return list(argv)
+    at = argv.index("test", 1) + 1
+    return [*argv[:at], "--preload", str(PRELOAD), *argv[at:]]
+
+
 def bun_environment(directory: Path, existing_bun_options: str | None = None) -> dict[str, str]:
     """The variables to add to a traced `bun <file>` program's environment. Bun puts BUN_OPTIONS before its own
     arguments, where an option turns a subcommand into a script name (`bun --preload x test` runs the package's

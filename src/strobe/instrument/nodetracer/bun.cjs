@@ -14,6 +14,8 @@
  *   const adopt = bunLoader(note);   // null when not running under Bun
  *   adopt(plan);                     // on every plan: files listed for the first time get their route
  *
+ *   flushAfterTests(() => outbox.flush());   // `bun test`: events written after each test
+ *
  * A listed file whose content is no longer the indexed one runs as it is on disk (noted: "file changed since it
  * was indexed"). Like Node's, a module already loaded keeps its code.
  */
@@ -108,4 +110,19 @@ function bunLoader(note) {
   };
 }
 
-module.exports = { bunLoader };
+/** Under `bun test` (the preload given as its --preload option), `flush` after each test and after the last:
+ * Bun's test runner ends the process without an 'exit' event, so the events of a run would stay in the buffer.
+ * Hooks registered by a test preload apply to every test file. Returns whether it is a test run. */
+function flushAfterTests(flush) {
+  let runner;
+  try {
+    runner = require('bun:test');
+    runner.afterEach(flush); // throws outside the test runner ("Run \"bun test\" to run tests")
+  } catch {
+    return false;
+  }
+  runner.afterAll(flush);
+  return true;
+}
+
+module.exports = { bunLoader, flushAfterTests };

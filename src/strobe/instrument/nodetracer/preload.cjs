@@ -67,7 +67,7 @@
     const { Outbox, sharedCounters } = require('./outbox.cjs');
     const { Recorder } = require('./recorder.cjs');
     const { PlanFile, substitute, rewrittenFor, listsEsModules } = require('./plan.cjs');
-    const { bunLoader } = require('./bun.cjs');
+    const { bunLoader, flushAfterTests } = require('./bun.cjs');
     const { LiveEditor } = require('./live.cjs');
     const { tsNodeOutput } = require('./tsnode.cjs');
 
@@ -99,6 +99,7 @@
       }
     };
     const underBun = bunLoader(note); // Bun: a plugin's onLoad substitutes, for import and require
+    if (underBun !== null) flushAfterTests(() => outbox.flush());
     // Functions added while the program runs: modules already loaded get their rewritten code from the event loop
     // (a plan is also adopted while a module loads, with the program's frames on the stack).
     const editor = new LiveEditor({ dir, note, thread: tid });
