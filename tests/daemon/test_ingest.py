@@ -12,7 +12,7 @@ import pytest
 from tests.mcp.wire_pages import query_wire
 from tests.store.summaries import rebuilt, summaries
 
-from strobe.daemon.ingest import TraceIngest
+from strobe.daemon.ingest import MAX_NOTE_CHARS, MAX_NOTES, SlotTable, TraceIngest
 from strobe.instrument.records import (
     FLAG_JS_WATCH,
     FLAG_NATIVE_WATCH,
@@ -237,3 +237,15 @@ def test_a_followed_child_shares_slots_and_loss_counters_but_numbers_its_own_rec
     assert (by_ts[3]["pid"], by_ts[3]["function"]) == (child.pid, "outer")
     dropped = writer.call(lambda c: c.execute("SELECT dropped FROM sessions WHERE key = ?", (session,)).fetchone()[0])
     assert dropped.result(10) == 7  # the session's losses: both processes' together
+
+
+def test_tracer_notes_are_kept_once_and_bounded() -> None:
+    table = SlotTable()
+    table.note("a.js: file changed since it was indexed: running it untraced")
+    table.note("a.js: file changed since it was indexed: running it untraced (×3)")  # the same report, repeated
+    assert table.notes == ["a.js: file changed since it was indexed: running it untraced"]
+    table.note("x" * 10_000)
+    assert len(table.notes[1]) == MAX_NOTE_CHARS
+    for n in range(2 * MAX_NOTES):
+        table.note(f"f{n}.js: runs untraced")
+    assert len(table.notes) == MAX_NOTES and table.notes[2] == "f0.js: runs untraced"

@@ -247,6 +247,22 @@ async def test_ts_node_still_reports_the_programs_type_errors(strobe: StrobeClie
     assert "TS2345" in stderr and "wrong.ts" in stderr, stderr  # its own error, not one about Strobe's wrapper
 
 
+@needs_ts_node
+async def test_a_loader_strobe_cannot_substitute_for_is_reported(strobe: StrobeClient, ts_project: Path) -> None:
+    """ts-node's ES module loader compiles TypeScript in its own load hook, above Strobe's: the files run untraced,
+    and the session's answers say so rather than showing an empty trace."""
+    root = ts_project
+    (root / "tsconfig.json").write_text(TS_NODE_CONFIG.replace('"commonjs"', '"nodenext"'))
+    (root / "package.json").write_text('{"type": "module"}\n')
+    (root / "app.ts").write_text((root / "app.ts").read_text().replace('"./inventory"', '"./inventory.js"'))
+    sid = await run_typescript(strobe, root, "node", ["--loader", "ts-node/esm", "app.ts"], TS_PATTERNS)
+    answer = await strobe.call("debug_query", sessionId=sid)
+    assert [e["text"] for e in answer["events"] if e["eventType"] == "stdout"] == TS_OUTPUT
+    assert not [e for e in answer["events"] if e["eventType"].startswith("function")]
+    notes = [w for w in answer.get("warnings", []) if w.startswith("Tracer: ")]
+    assert any(str(root / "app.ts") in note and "untraced" in note for note in notes), answer.get("warnings")
+
+
 @pytest.mark.parametrize("launcher", [
     pytest.param("tsx", marks=needs_tsx), pytest.param("ts-node", marks=needs_ts_node)])
 async def test_a_typescript_crash_shows_typescript_files_and_lines(

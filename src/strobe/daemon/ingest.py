@@ -9,6 +9,7 @@ import asyncio
 import json
 import logging
 import queue
+import re
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -161,6 +162,11 @@ class FollowedValues(Protocol):
     def decode(self, func_id: int, version: int, captured: Any) -> dict[str, Any]: ...
 
 
+MAX_NOTES = 10
+MAX_NOTE_CHARS = 600
+_REPEATS = re.compile(r" \(×\d+\)$")
+
+
 class SlotTable:
     """What each function slot (the agent's function id) means: its `functions` row and how many argument
     registers its calls keep. One per session, shared by the ingests of all its processes (slots are
@@ -170,6 +176,14 @@ class SlotTable:
         self.slots: dict[int, HookedSlot] = {}
         self.keys = np.zeros(0, dtype=np.int64)
         self.params = np.zeros(0, dtype=np.int64)
+        self.notes: list[str] = []  # what the session's in-process tracers reported (a file running untraced: why)
+
+    def note(self, text: str) -> None:
+        """Keep a tracer's report for the agent (debug_trace's warnings, a traced test run's traceWarnings): the
+        first MAX_NOTES distinct ones, a repeat count left out."""
+        text = _REPEATS.sub("", text)[:MAX_NOTE_CHARS]
+        if text not in self.notes and len(self.notes) < MAX_NOTES:
+            self.notes.append(text)
 
     def hook(self, slot: int, db_key: int, params: int) -> None:
         self.slots[slot] = HookedSlot(db_key, params)

@@ -1,4 +1,5 @@
-"""The live sessions of this daemon by id, and what is kept of one once it ends (its polls' final state)."""
+"""The live sessions of this daemon by id, and what is kept of one once it ends (its polls' final state, its
+tracers' notes)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ import dataclasses
 from strobe.daemon.live import LiveSession
 from strobe.daemon.memory import PollState
 from strobe.daemon.services import Services
+from strobe.daemon.tracing import tracer_warnings
 from strobe.errors import ProcessExited, SessionNotFound
 from strobe.store import sessions as store_sessions
 from strobe.store.sessions import SessionRecord
+
+MAX_ENDED_KEPT = 200  # ended sessions whose tracer notes are kept (the newest)
 
 
 class LiveSessions:
@@ -17,6 +21,7 @@ class LiveSessions:
         self._services = services
         self._live: dict[str, LiveSession] = {}
         self._ended_polls: dict[str, list[PollState]] = {}
+        self._ended_notes: dict[str, list[str]] = {}  # the session's SlotTable.notes: a last batch may still add
 
     def add(self, live: LiveSession) -> None:
         self._live[live.record.id] = live
@@ -26,6 +31,10 @@ class LiveSessions:
         live.polls.process_gone()
         if live.polls.polls:
             self._ended_polls[live.record.id] = live.polls.states()
+        if live.trace.table.notes or live.trace.table.slots:
+            self._ended_notes[live.record.id] = live.trace.table.notes
+            for oldest in list(self._ended_notes)[:-MAX_ENDED_KEPT]:
+                del self._ended_notes[oldest]
 
     def get(self, session_id: str) -> LiveSession | None:
         return self._live.get(session_id)
@@ -47,8 +56,15 @@ class LiveSessions:
         live = self._live.get(session_id)
         return live.polls.states() if live is not None else self._ended_polls.get(session_id, [])
 
-    def forget_polls(self, session_id: str) -> None:
+    def tracer_notes(self, session_id: str) -> list[str]:
+        """What the session's in-process tracers reported (a file they ran untraced, and why), while it runs and
+        after."""
+        live = self._live.get(session_id)
+        return tracer_warnings(live.trace.table.notes if live is not None else self._ended_notes.get(session_id, []))
+
+    def forget_ended(self, session_id: str) -> None:
         self._ended_polls.pop(session_id, None)
+        self._ended_notes.pop(session_id, None)
 
     async def record(self, session_id: str) -> SessionRecord:
         record = await self._services.read(lambda c: store_sessions.get_session(c, session_id))

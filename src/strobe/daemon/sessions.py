@@ -294,6 +294,7 @@ class SessionManager:
                 warnings += await self._sync_hooks(live, plan)
             if watch_add or watch_remove or (plan is not None and live.watches):  # scopes follow the hooks
                 warnings += await self._sync_watches(live, watches)
+            warnings += [note for note in live.trace.tracer_notes() if note not in warnings]
             hooked = len(live.root.hooked)
             return TraceState(list(live.trace.patterns), hooked, plan.matched if plan is not None else hooked,
                               list(live.watches), live.sampled_function_names(), warnings)
@@ -408,7 +409,7 @@ class SessionManager:
         together; the space they took goes back to the disk."""
         deleted = await asyncio.wrap_future(self.services.writer.delete_session(key))
         shutil.rmtree(self.paths.reads_dir / session_id, ignore_errors=True)
-        self.sessions.forget_polls(session_id)
+        self.sessions.forget_ended(session_id)
         self.tests.forget_session(session_id)
         await self._shrink()
         return deleted
@@ -452,6 +453,9 @@ class SessionManager:
 
     def polls(self, session_id: str) -> list[PollState]:
         return self.sessions.polls(session_id)
+
+    def tracer_notes(self, session_id: str) -> list[str]:
+        return self.sessions.tracer_notes(session_id)
 
     def is_running(self, session_id: str) -> bool:
         return session_id in self.sessions

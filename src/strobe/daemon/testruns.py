@@ -65,8 +65,7 @@ class TestRuns:
         self._submit, self._read, self._attach = submit, read, attach
         self._durations: dict[tuple[str, str], list[float]] = {}
         self._sessions: dict[str, str] = {}  # test run id -> the session tracing it
-        self._traces: dict[str, SessionTrace | list[str]] = {}  # test run id -> its trace state; once it is over,
-        # the warnings of the patterns that matched nothing (the session's state goes with it)
+        self._traces: dict[str, SessionTrace] = {}  # test run id -> its session's trace state (kept past its end)
         self._checked: set[str] = set()  # runs whose failures' suggestions were checked against the project
         self.runner = TestRunner(self._dir, baselines=self._baseline, record_durations=self._record, reaper=reaper)
 
@@ -160,8 +159,7 @@ class TestRuns:
             status["sessionId"] = self._sessions[run_id]
         if run.done.is_set() and run_id in self._traces:
             trace = self._traces[run_id]
-            unmatched = self._traces[run_id] = trace.never_matched() if isinstance(trace, SessionTrace) else trace
-            if unmatched:
+            if unmatched := trace.never_matched() + trace.tracer_notes():
                 status["traceWarnings"] = unmatched
         return status
 

@@ -169,6 +169,11 @@ def plan_hooks(
     return HookPlan(kept, desired, len(matched), warnings, unmatched, dialects)
 
 
+def tracer_warnings(notes: Sequence[str]) -> list[str]:
+    """A session's in-process tracer notes (SlotTable.notes) as warnings for the agent."""
+    return [f"Tracer: {note}" for note in notes]
+
+
 @dataclass
 class SessionTrace:
     """A session's trace state, shared by all its processes: the active patterns and the function slots
@@ -189,6 +194,10 @@ class SessionTrace:
         for pattern, advice in plan.unmatched.items():
             if len(plan.dialects) >= self.no_match.get(pattern, (0, ""))[0]:
                 self.no_match[pattern] = (len(plan.dialects), advice)
+
+    def tracer_notes(self) -> list[str]:
+        """What the in-process tracers reported about this session's trace (a file running untraced, and why)."""
+        return tracer_warnings(self.table.notes)
 
     def never_matched(self) -> list[str]:
         """A warning for each active pattern that selected no function in any process of the session so far:

@@ -68,6 +68,7 @@ async def query(ctx: ToolContext, req: QueryRequest) -> dict[str, Any]:
             f"{record.dropped:,} trace events were lost because the program produced them faster than Strobe "
             "could store them. Narrow the trace patterns."
         )
+    warnings += manager.tracer_notes(record.id)
     if warnings:
         result["warnings"] = warnings
     polls = manager.polls(record.id)

@@ -93,7 +93,8 @@ class PythonIngest(TraceIngest):
         if threads:
             self._name_threads([(int(tid), str(name)) for tid, name in threads])
         for error in message.get("errors") or ():
-            log.warning("pid %d: Python tracer: %s", self.pid, error)
+            log.warning("pid %d: in-process tracer: %s", self.pid, error)
+            self.table.note(str(error))
         events = [event for event in message.get("events") or () if event[0] in _KINDS]
         if events:
             self._store(events)

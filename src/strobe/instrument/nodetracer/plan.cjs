@@ -233,8 +233,8 @@ function substitute(source, file, plan, note) {
     // reported below as a changed file
   }
   if (diskSha1(file) === entry.sha1) {
-    note(`${file}: its source was transformed by a loader before Node compiled it (Strobe substitutes the file for `
-      + 'a loader that reads it with fs.readFileSync itself, as tsx does): running it untraced');
+    note(`${file}: runs untraced: a loader transformed its source before Node compiled it (Strobe traces through `
+      + "tsx, ts-node's CommonJS hook, test runners, or compiled JavaScript with source maps)");
   } else {
     note(`${file}: file changed since it was indexed (sha1 ${digest}, indexed ${entry.sha1}): running it untraced`);
   }
