@@ -71,6 +71,24 @@ async def test_commonjs_functions_with_their_arguments_and_return_values(
     assert all(e["sourceFile"].endswith("app.js") for e in fetches)
 
 
+@pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed")
+async def test_an_npm_script_runs_traced(strobe: StrobeClient, node_project: Path) -> None:
+    """`npm run start` as typed: npm (itself a node program) starts the script's command through a shell; the
+    node process that runs app.js inherits the preload and the session's plan."""
+    (node_project / "package.json").write_text('{"name": "app", "scripts": {"start": "node app.js"}}\n')
+    await strobe.call("debug_trace", add=["Cart.add"], projectRoot=str(node_project))
+    launched = await strobe.call("debug_launch", command="npm", args=["run", "--silent", "start"],
+                                 projectRoot=str(node_project), cwd=str(node_project))
+    sid = launched["sessionId"]
+    await strobe.wait_for_status(sid, "exited", timeout=60)
+    output = [e["text"] for e in await strobe.all_events(sid, eventType="stdout")]
+    assert "total 5\n" in output, output
+    events = await strobe.all_events(sid, verbose=True)
+    assert calls(events) == [("function_enter", "app.Cart.add"), ("function_exit", "app.Cart.add")] * 2
+    assert len({e["pid"] for e in events if e["eventType"].startswith("function_")}) == 1
+    assert all(e["pid"] != launched["pid"] for e in events if e["eventType"].startswith("function_"))
+
+
 async def test_esm_functions(strobe: StrobeClient, node_project: Path) -> None:
     launched = await run_to_end(strobe, node_project, "esm/app.mjs", ["geometry.*", "Shape.area"])
     events = await strobe.all_events(launched["sessionId"], verbose=True)
