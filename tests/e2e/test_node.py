@@ -89,6 +89,24 @@ async def test_an_npm_script_runs_traced(strobe: StrobeClient, node_project: Pat
     assert all(e["pid"] != launched["pid"] for e in events if e["eventType"].startswith("function_"))
 
 
+async def test_native_patterns_in_the_same_session(strobe: StrobeClient, node_project: Path) -> None:
+    """Node's own C functions (libuv, linked into the node binary) are hooked next to the JavaScript ones, in one
+    timeline: the file read by a traced function opens through uv_fs_open inside its call."""
+    (node_project / "reader.js").write_text(
+        "const fs = require('fs');\n"
+        "function readConfig(path) { return fs.readFileSync(path, 'utf8').length; }\n"
+        "console.log('size', readConfig(__filename));\n")
+    launched = await run_to_end(strobe, node_project, "reader.js", ["readConfig", "uv_fs_open"])
+    assert launched["pendingPatternsApplied"] == 2
+    events = await strobe.all_events(launched["sessionId"], verbose=True)
+    enter = next(e for e in events if e.get("function") == "reader.readConfig" and e["eventType"] == "function_enter")
+    opens = [e for e in events if e.get("function") == "uv_fs_open" and e["eventType"] == "function_enter"]
+    assert opens, sorted({e.get("function") for e in events if e.get("function")})
+    exit_ = next(e for e in events if e.get("function") == "reader.readConfig" and e["eventType"] == "function_exit")
+    inside = [e for e in opens if enter["timestampNs"] <= e["timestampNs"] <= exit_["timestampNs"]]
+    assert inside, (enter["timestampNs"], exit_["timestampNs"], [e["timestampNs"] for e in opens])
+
+
 async def test_esm_functions(strobe: StrobeClient, node_project: Path) -> None:
     launched = await run_to_end(strobe, node_project, "esm/app.mjs", ["geometry.*", "Shape.area"])
     events = await strobe.all_events(launched["sessionId"], verbose=True)
