@@ -1,7 +1,7 @@
-"""What the Jest, Vitest and Mocha adapters share: finding the framework in the project's node_modules,
-reading package.json for detection, test-level directories, the running test from a helper's stderr lines,
-reading V8 stack frames into a failure's
-location and trace suggestions, and reading the Jest-shaped JSON report that both Jest and Vitest write.
+"""What the JavaScript adapters share: finding the framework in the project's node_modules, reading package.json
+for detection, test-level directories, the running test from a helper's stderr lines, reading V8 stack frames into
+a failure's location and trace suggestions, and reading the Jest-shaped JSON report that both Jest and Vitest
+write.
 
 Not an adapter (the leading underscore keeps the registry from scanning it).
 """
