@@ -58,8 +58,6 @@ function onWatches(request: WatchesRequest): void {
 
 function onFollow(request: FollowRequest): void {
   recv("follow", onFollow);
-recv("py_setup", onPySetup);
-recv("py_command", onPyCommand);
   route(request).setFollow(request.funcs);
   emit({ type: "follow_updated", requestId: request.requestId });
 }
