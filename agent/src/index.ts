@@ -8,6 +8,7 @@ import { installExitHooks } from "./common/exit.js";
 import { installLifeline } from "./common/forks.js";
 import { onReadMemory } from "./common/memory.js";
 import {
+  BreakpointsRequest,
   emit,
   FlushRequest,
   FollowRequest,
@@ -18,6 +19,7 @@ import {
   ReadMemoryRequest,
   WatchesRequest,
 } from "./common/protocol.js";
+import { Breakpoints } from "./native/breakpoints.js";
 import { RECORD_SIZE } from "./native/layout.js";
 import { CPythonTracer } from "./cpython/tracer.js";
 import { createRuntimes, RuntimeTracer } from "./runtimes.js";
@@ -74,6 +76,14 @@ function onPyCommand(request: PyCommandRequest): void {
   python.command(request);
 }
 
+const breakpoints = new Breakpoints(flushAll);
+
+function onBreakpoints(request: BreakpointsRequest): void {
+  recv("breakpoints", onBreakpoints);
+  const failed = breakpoints.update(request.add, request.remove);
+  emit({ type: "breakpoints_updated", requestId: request.requestId, failed });
+}
+
 function onRead(request: ReadMemoryRequest): void {
   recv("read_memory", onRead);
   onReadMemory(request);
@@ -89,6 +99,7 @@ recv("watches", onWatches);
 recv("follow", onFollow);
 recv("py_setup", onPySetup);
 recv("py_command", onPyCommand);
+recv("breakpoints", onBreakpoints);
 for (const tracer of all) {
   tracer.start();
 }

@@ -109,7 +109,10 @@ REPLIES: dict[str, Any] = {  # what the agent answers each request with
     "py_setup": lambda rid: protocol.PySetupDone(type="py_setup_done", requestId=rid, state="waiting"),
     "lifeline": lambda rid: protocol.LifelineState(type="lifeline_state", requestId=rid, scope="group"),
     "release": lambda rid: protocol.LifelineState(type="lifeline_state", requestId=rid, scope="none"),
+    "breakpoints": lambda rid: protocol.BreakpointsUpdated(type="breakpoints_updated", requestId=rid, failed=[]),
 }
+BREAKPOINT: dict[str, Any] = {"id": "bp-1", "address": "0x401000", "condition": "n > 3", "hitCount": 2,
+                              "args": [{"name": "n", "reg": "rdi", "size": 4, "signed": True}]}
 
 
 class RecordingScript:
@@ -161,12 +164,18 @@ def test_what_the_host_posts_fits_the_agent_interfaces() -> None:
     handle.py_setup("print('@SINK@', @CONTROL_FD@)")
     handle.py_command('{"cmd": "depth", "depth": 2}')
     handle.ack_crash()
+    handle.set_breakpoints([cast(Any, BREAKPOINT)], ["bp-0"])
+    handle.resume_thread(4243)
     handle.release()
     Launcher()._on_message(handle, {"type": "send", "payload": {"type": "process_exit", "code": 3}}, None)
     ts = agent()
     requests = ts.host_requests()
-    assert sorted({m["type"] for m in script.posted}) == sorted(requests), "every request kind is exercised"
-    found = [e for m in script.posted for e in value_errors(m, ts.shape(requests[m["type"]]), requests[m["type"]], ts)]
+    # A resume is addressed to the paused thread: its type is `resume:<tid>` (the agent waits on that type).
+    resumes = [m for m in script.posted if m["type"].startswith("resume:")]
+    assert [m["type"] for m in resumes] == ["resume:4243"]
+    posted = [{**m, "type": "resume"} if m in resumes else m for m in script.posted]
+    assert sorted({m["type"] for m in posted}) == sorted(requests), "every request kind is exercised"
+    found = [e for m in posted for e in value_errors(m, ts.shape(requests[m["type"]]), requests[m["type"]], ts)]
     assert not found, "\n".join(found)
 
 

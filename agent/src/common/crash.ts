@@ -192,19 +192,33 @@ class Redelivery {
   }
 }
 
+// What a stopped thread looks like to the host (a crash, a breakpoint's pause): its registers, its backtrace and
+// the stack around its frame pointer (sent as the message's data).
+export interface ThreadSnapshot {
+  registers: Record<string, string>;
+  frames: CrashFrame[];
+  stackBase: string;
+  stack: ArrayBuffer | null;
+}
+
+export function snapshot(context: CpuContext): ThreadSnapshot {
+  const x64 = context as X64CpuContext;
+  const registers: Record<string, string> = {};
+  for (const name of REGISTERS) {
+    registers[name] = (x64 as unknown as Record<string, NativePointer>)[name].toString();
+  }
+  const [stackBase, stack] = stackDump(x64.rbp);
+  return { registers, frames: frames(context), stackBase, stack };
+}
+
 function report(details: ExceptionDetails, info: Siginfo | null, flush: () => void): void {
   try {
     flush();
   } catch (e) {
     emit({ type: "log", level: "warning", message: `trace flush before the crash report failed: ${e}` });
   }
-  const context = details.context as X64CpuContext;
-  const registers: Record<string, string> = {};
-  for (const name of REGISTERS) {
-    registers[name] = (context as unknown as Record<string, NativePointer>)[name].toString();
-  }
+  const { registers, frames: backtrace, stackBase, stack } = snapshot(details.context);
   const [sec, nsec] = monotonicNow();
-  const [stackBase, stack] = stackDump(context.rbp);
   const message: CrashReport = {
     type: "crash",
     tid: Process.getCurrentThreadId(),
@@ -213,7 +227,7 @@ function report(details: ExceptionDetails, info: Siginfo | null, flush: () => vo
     address: details.address.toString(),
     siginfo: info ?? "unknown",
     registers,
-    frames: frames(context),
+    frames: backtrace,
     stackBase,
     stackSize: stack === null ? 0 : stack.byteLength,
     sec,

@@ -3,7 +3,7 @@
 // tests/instrument/test_protocol_contract.py reads every interface here with the TypeScript compiler and
 // compares it with the host's models and request builders: keep each message an interface with a `type` tag.
 
-export const PROTOCOL_VERSION = 6;
+export const PROTOCOL_VERSION = 7;
 
 export interface ModuleInfo {
   name: string;
@@ -188,7 +188,38 @@ export interface LifelineState {
   error?: string;
 }
 
+// A thread stopped at a breakpoint (native/breakpoints.ts) and waiting for `resume:<tid>`; followed by the stack
+// bytes dumped at `stackBase`, like a crash report. `conditionError`: the condition threw (it stops, as a debugger
+// does, rather than skip a stop the user asked for).
+export interface PauseReport {
+  type: "paused";
+  breakpointId: string;
+  tid: number;
+  hit: number; // the breakpoint's hits so far, this one included
+  registers: Record<string, string>;
+  frames: CrashFrame[];
+  stackBase: string;
+  stackSize: number;
+  conditionError?: string;
+  sec: number; // CLOCK_MONOTONIC, the trace clock
+  nsec: number;
+}
+
+export interface BreakpointFailure {
+  id: string;
+  error: string;
+}
+
+// The answer to `breakpoints`: the ones that could not be set, with why (the rest are armed).
+export interface BreakpointsUpdated {
+  type: "breakpoints_updated";
+  requestId: number;
+  failed: BreakpointFailure[];
+}
+
 export type AgentMessage =
+  | PauseReport
+  | BreakpointsUpdated
   | AgentLoaded
   | ProcessExit
   | AgentLog
@@ -345,6 +376,36 @@ export interface LifelineRequest {
 export interface ReleaseRequest {
   type: "release";
   requestId: number;
+}
+
+// An argument a breakpoint's condition names: the integer register it arrives in, read as `size` bytes.
+export interface ConditionArg {
+  name: string;
+  reg: string; // rdi, rsi, rdx, rcx, r8, r9
+  size: number;
+  signed: boolean;
+}
+
+export interface BreakpointSpec {
+  id: string;
+  address: string;
+  condition?: string; // a JavaScript expression over the arguments by name and `args[i]`
+  args: ConditionArg[];
+  hitCount?: number; // stop at this hit only (1: the first)
+}
+
+// Arm `add` and disarm `remove` (ids); answered with `breakpoints_updated`.
+export interface BreakpointsRequest {
+  type: "breakpoints";
+  requestId: number;
+  add: BreakpointSpec[];
+  remove: string[];
+}
+
+// Posted as `resume:<tid>` to the thread paused there: it goes on.
+export interface ResumeRequest {
+  type: "resume";
+  action: "continue";
 }
 
 export function emit(message: AgentMessage, data?: ArrayBuffer | null): void {

@@ -17,6 +17,9 @@ import frida
 from strobe.errors import FridaAttachFailed
 from strobe.instrument.protocol import (
     CRASH_ACK,
+    BreakpointSpec,
+    BreakpointsRequest,
+    BreakpointsUpdated,
     CrashReport,
     Flushed,
     FollowUpdated,
@@ -24,6 +27,7 @@ from strobe.instrument.protocol import (
     LifelineRequest,
     LifelineState,
     ModuleInfo,
+    PauseReport,
     PollComplete,
     PyCommandRequest,
     PySetupDone,
@@ -75,6 +79,9 @@ class ProcessObserver(Protocol):
     def on_snapshot(self, pid: int, snapshot: VariableSnapshot, data: bytes) -> None: ...
 
     def on_poll_complete(self, pid: int, done: PollComplete) -> None: ...
+
+    def on_paused(self, pid: int, report: PauseReport, stack: bytes) -> None:
+        """A thread stopped at a breakpoint; it waits until ProcessHandle.resume_thread(tid)."""
 
     def on_crash(self, pid: int, report: CrashReport, stack: bytes) -> None:
         """A fatal signal; the crashing thread waits until ProcessHandle.ack_crash()."""
@@ -191,6 +198,22 @@ class ProcessHandle:
         with contextlib.suppress(*FRIDA_ERRORS):  # gone already: nothing left to let go of
             self.session.detach()
 
+    def set_breakpoints(self, add: list[BreakpointSpec], remove: list[str]) -> BreakpointsUpdated:
+        """Arm and disarm breakpoints (agent/src/native/breakpoints.ts); the answer lists those that failed."""
+        reply: BreakpointsUpdated = self._request(
+            lambda rid: BreakpointsRequest(type="breakpoints", requestId=rid, add=add, remove=remove),
+            REQUEST_TIMEOUT_S, "its breakpoints were being set",
+        )
+        return reply
+
+    def resume_thread(self, tid: int) -> None:
+        """Let the thread paused at a breakpoint go on (no answer: its next stop, if any, is a new report)."""
+        message = {"type": f"resume:{tid}", "action": "continue"}  # ResumeRequest, addressed to that thread
+        try:
+            self.script.post(message)
+        except FRIDA_ERRORS as exc:
+            raise ProcessGone(f"The process {self.pid} is gone ({exc}).") from exc
+
     def ack_crash(self) -> None:
         """Let the crashing thread go on to the signal's handler (the crash report is stored)."""
         with contextlib.suppress(*FRIDA_ERRORS):  # the process may be gone already
@@ -217,7 +240,8 @@ class ProcessHandle:
 
     def deliver_reply(
         self,
-        reply: HooksUpdated | Flushed | ReadResponse | WatchesUpdated | FollowUpdated | PySetupDone | LifelineState,
+        reply: HooksUpdated | Flushed | ReadResponse | WatchesUpdated | FollowUpdated | PySetupDone | LifelineState
+        | BreakpointsUpdated,
         data: bytes | None = None,
     ) -> None:
         with self._lock:

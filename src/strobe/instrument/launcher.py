@@ -36,11 +36,13 @@ from strobe.instrument.protocol import (
     PROTOCOL_VERSION,
     AgentLoaded,
     AgentLog,
+    BreakpointsUpdated,
     CrashReport,
     Flushed,
     FollowUpdated,
     HooksUpdated,
     LifelineState,
+    PauseReport,
     PollComplete,
     ProcessExit,
     PyBatch,
@@ -318,8 +320,10 @@ class Launcher:
         if isinstance(payload, TraceBatch):
             handle.observer.on_trace_batch(handle.pid, payload, data or b"")
         elif isinstance(payload, HooksUpdated | Flushed | ReadResponse | WatchesUpdated | FollowUpdated | PySetupDone
-                        | LifelineState):
+                        | LifelineState | BreakpointsUpdated):
             handle.deliver_reply(payload, data)
+        elif isinstance(payload, PauseReport):
+            handle.observer.on_paused(handle.pid, payload, data or b"")
         elif isinstance(payload, PyBatch):
             handle.observer.on_py_batch(handle.pid, data or b"")
         elif isinstance(payload, PyState):

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal, NotRequired, TypedDict, cast
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-PROTOCOL_VERSION = 6
+PROTOCOL_VERSION = 7
 
 
 class ModuleInfo(BaseModel):
@@ -198,10 +198,38 @@ class LifelineState(BaseModel):
     error: str | None = None
 
 
+class PauseReport(BaseModel):
+    """A thread stopped at a breakpoint (agent/src/native/breakpoints.ts), waiting for `resume:<tid>`; the binary
+    payload is its stack dumped at `stackBase`, as for a crash."""
+
+    type: Literal["paused"]
+    breakpointId: str
+    tid: int
+    hit: int
+    registers: dict[str, str]
+    frames: list[CrashFrame]
+    stackBase: str
+    stackSize: int
+    conditionError: str | None = None
+    sec: int
+    nsec: int
+
+
+class BreakpointFailure(BaseModel):
+    id: str
+    error: str
+
+
+class BreakpointsUpdated(BaseModel):
+    type: Literal["breakpoints_updated"]
+    requestId: int
+    failed: list[BreakpointFailure]
+
+
 AnyAgentMessage = (
     AgentLoaded | ProcessExit | AgentLog | HooksUpdated | TraceBatch | SamplingStateChange | Flushed
     | ReadResponse | VariableSnapshot | PollComplete | WatchesUpdated | FollowUpdated | CrashReport
-    | PySetupDone | PyState | PyBatch | LifelineState
+    | PySetupDone | PyState | PyBatch | LifelineState | PauseReport | BreakpointsUpdated
 )
 AgentMessage = Annotated[AnyAgentMessage, Field(discriminator="type")]
 agent_message_adapter: TypeAdapter[AnyAgentMessage] = TypeAdapter(AgentMessage)
@@ -312,6 +340,35 @@ class FollowRequest(TypedDict):
     type: Literal["follow"]
     requestId: int
     funcs: list[FollowFunction]
+
+
+class ConditionArg(TypedDict):
+    name: str
+    reg: str
+    size: int
+    signed: bool
+
+
+class BreakpointSpec(TypedDict):
+    id: str
+    address: str  # hex
+    condition: NotRequired[str]
+    args: list[ConditionArg]
+    hitCount: NotRequired[int]
+
+
+class BreakpointsRequest(TypedDict):
+    type: Literal["breakpoints"]
+    requestId: int
+    add: list[BreakpointSpec]
+    remove: list[str]
+
+
+class ResumeRequest(TypedDict):
+    """Posted with the type `resume:<tid>`: the thread paused there goes on."""
+
+    type: Literal["resume"]
+    action: Literal["continue"]
 
 
 EXIT_ACK: ExitAck = {"type": "exit_ack"}

@@ -1,0 +1,139 @@
+// Breakpoints on native functions: an Interceptor hook at the function's entry that, when its condition holds
+// and its hit count is reached, stops the thread that hit it — and only that thread. The thread sends a `paused`
+// report (registers, backtrace, the stack around its frame pointer: what a crash report carries) and waits in
+// recv("resume:<tid>").wait(), which releases the script's lock: the other threads, their hooks and the host's
+// requests (reads, trace changes) go on meanwhile. The host resumes it by posting `resume:<tid>`. When the script
+// goes away (the daemon detaches, stops or dies), wait() throws and the thread goes on: a process is never left
+// stopped by Strobe.
+
+import { BreakpointFailure, BreakpointSpec, ConditionArg, PauseReport, emit } from "../common/protocol.js";
+import { snapshot } from "../common/crash.js";
+import { monotonicNow } from "../common/memory.js";
+
+type Condition = (context: X64CpuContext) => boolean;
+
+interface Armed {
+  spec: BreakpointSpec;
+  listener: InvocationListener;
+  hits: number;
+}
+
+const IDENTIFIER = /^[A-Za-z_$][\w$]*$/;
+const RESERVED = new Set(["args", "arguments", "await", "break", "case", "catch", "class", "const", "continue",
+  "debugger", "default", "delete", "do", "else", "enum", "eval", "export", "extends", "false", "finally", "for",
+  "function", "if", "implements", "import", "in", "instanceof", "interface", "let", "new", "null", "package",
+  "private", "protected", "public", "return", "static", "super", "switch", "this", "throw", "true", "try", "typeof",
+  "var", "void", "while", "with", "yield"]);
+
+// An argument's value as the condition sees it: its register's low `size` bytes, signed or not, as a number
+// (exact up to 2^53).
+function argValue(context: X64CpuContext, arg: ConditionArg): number {
+  const raw = uint64((context as unknown as Record<string, NativePointer>)[arg.reg].toString());
+  const bits = arg.size * 8;
+  if (bits >= 64) {
+    return arg.signed ? int64(raw.toString()).toNumber() : raw.toNumber();
+  }
+  const value = raw.and(uint64(1).shl(bits).sub(1)).toNumber();
+  return arg.signed && value >= 2 ** (bits - 1) ? value - 2 ** bits : value;
+}
+
+// The condition compiled once: a SyntaxError is the host's to report when the breakpoint is set.
+function compile(spec: BreakpointSpec): Condition | null {
+  if (spec.condition === undefined || spec.condition.trim() === "") {
+    return null;
+  }
+  const named = spec.args.filter((a) => IDENTIFIER.test(a.name) && !RESERVED.has(a.name));
+  // eslint-disable-next-line @typescript-eslint/no-implied-eval
+  const body = new Function(...named.map((a) => a.name), "args", `"use strict"; return (${spec.condition});`);
+  return (context) => {
+    const args = spec.args.map((a) => argValue(context, a));
+    return Boolean(body(...named.map((a) => args[spec.args.indexOf(a)]), args));
+  };
+}
+
+export class Breakpoints {
+  private readonly armed = new Map<string, Armed>();
+
+  constructor(private readonly flush: () => void) {}
+
+  get count(): number {
+    return this.armed.size;
+  }
+
+  update(add: BreakpointSpec[], remove: string[]): BreakpointFailure[] {
+    for (const id of remove) {
+      const armed = this.armed.get(id);
+      if (armed !== undefined) {
+        armed.listener.detach();
+        this.armed.delete(id);
+      }
+    }
+    const failed: BreakpointFailure[] = [];
+    for (const spec of add) {
+      try {
+        this.arm(spec);
+      } catch (e) {
+        failed.push({ id: spec.id, error: `${e}` });
+      }
+    }
+    Interceptor.flush();
+    return failed;
+  }
+
+  private arm(spec: BreakpointSpec): void {
+    this.armed.get(spec.id)?.listener.detach();
+    this.armed.delete(spec.id);
+    const condition = compile(spec);
+    const breakpoints = this;
+    const state: Armed = { spec, listener: null as unknown as InvocationListener, hits: 0 };
+    state.listener = Interceptor.attach(ptr(spec.address), {
+      onEnter() {
+        breakpoints.hit(state, condition, this.context as X64CpuContext, this.threadId);
+      },
+    });
+    this.armed.set(spec.id, state);
+  }
+
+  private hit(state: Armed, condition: Condition | null, context: X64CpuContext, tid: number): void {
+    let conditionError: string | undefined;
+    if (condition !== null) {
+      try {
+        if (!condition(context)) {
+          return;
+        }
+      } catch (e) {
+        conditionError = `${e}`;
+      }
+    }
+    state.hits += 1;
+    const wanted = state.spec.hitCount;
+    if (wanted !== undefined && state.hits !== wanted) {
+      return;
+    }
+    this.pause(state, context, tid, conditionError);
+  }
+
+  private pause(state: Armed, context: X64CpuContext, tid: number, conditionError: string | undefined): void {
+    try {
+      this.flush(); // the calls leading up to the stop are in the timeline before it
+    } catch (e) {
+      emit({ type: "log", level: "warning", message: `trace flush before a pause failed: ${e}` });
+    }
+    const taken = snapshot(context);
+    const [sec, nsec] = monotonicNow();
+    const report: PauseReport = {
+      type: "paused", breakpointId: state.spec.id, tid, hit: state.hits, registers: taken.registers,
+      frames: taken.frames, stackBase: taken.stackBase, stackSize: taken.stack === null ? 0 : taken.stack.byteLength,
+      sec, nsec,
+    };
+    if (conditionError !== undefined) {
+      report.conditionError = conditionError;
+    }
+    emit(report, taken.stack);
+    try {
+      recv(`resume:${tid}`, () => {}).wait();
+    } catch {
+      // the script is going away (detach, unload): the thread goes on
+    }
+  }
+}
