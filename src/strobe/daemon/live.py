@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from strobe.daemon.argtypes import ArgumentTypes
+from strobe.daemon.breakpoint_state import SessionBreakpoints
 from strobe.daemon.ingest import IngestWorker, SlotTable
 from strobe.daemon.memory import SessionPolls, snapshot_row
 from strobe.daemon.process import ProcessImage, TracedProcess
@@ -25,6 +26,7 @@ from strobe.daemon.tracing import SessionTrace
 from strobe.daemon.watches import Watch, WatchSpec
 from strobe.instrument.protocol import (
     CrashReport,
+    PauseReport,
     PollComplete,
     PyState,
     SamplingStateChange,
@@ -47,6 +49,8 @@ class SessionEvents(Protocol):
 
     def crashed(self, live: LiveSession, pid: int, report: CrashReport, stack: bytes) -> None: ...
 
+    def paused(self, live: LiveSession, pid: int, report: PauseReport, stack: bytes) -> None: ...
+
     def child_added(self, live: LiveSession, handle: Any, origin: str, parent: int, path: str) -> None: ...
 
 
@@ -67,6 +71,7 @@ class LiveSession:
     closers: list[Callable[[], None]] = field(default_factory=list)  # run once it has ended (a runtime's directory)
     pending_watches: list[WatchSpec] = field(default_factory=list)  # set once the launched process exec()s
     polls: SessionPolls = field(default_factory=SessionPolls)
+    breakpoints: SessionBreakpoints = field(default_factory=SessionBreakpoints)
     trace_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     stopping: bool = False
     settling: bool = False
@@ -124,6 +129,9 @@ class LiveSession:
 
     def on_crash(self, pid: int, report: CrashReport, stack: bytes) -> None:
         self.loop.call_soon_threadsafe(self.events.crashed, self, pid, report, stack)
+
+    def on_paused(self, pid: int, report: PauseReport, stack: bytes) -> None:
+        self.loop.call_soon_threadsafe(self.events.paused, self, pid, report, stack)
 
     def on_trace_batch(self, pid: int, batch: TraceBatch, data: bytes) -> None:
         process = self.processes.get(pid)

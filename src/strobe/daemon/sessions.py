@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from strobe.daemon.breakpoint_state import PausedThread
+from strobe.daemon.breakpoints import Breaking
 from strobe.daemon.children import GONE, ChildFollowing
 from strobe.daemon.crash_store import CrashStorage
 from strobe.daemon.hooking import Hooking
@@ -45,7 +47,7 @@ from strobe.errors import FridaAttachFailed, ProcessExited, ValidationError
 from strobe.instrument.agent_build import AgentCache
 from strobe.instrument.command import ResolvedCommand
 from strobe.instrument.launcher import Launcher
-from strobe.instrument.protocol import CrashReport
+from strobe.instrument.protocol import CrashReport, PauseReport
 from strobe.instrument.worker import FridaWorker
 from strobe.paths import StrobePaths
 from strobe.settings import Settings, SettingsSource
@@ -92,14 +94,18 @@ class _Events:
     """What live sessions hand to the event loop, each run as its own task."""
 
     def __init__(self, services: Services, lifecycle: Lifecycle, crashes: CrashStorage,
-                 children: ChildFollowing) -> None:
+                 children: ChildFollowing, breaking: Breaking) -> None:
         self._services, self._lifecycle, self._crashes, self._children = services, lifecycle, crashes, children
+        self._breaking = breaking
 
     def process_gone(self, live: LiveSession, handle: Any, reason: str) -> None:
         self._services.spawn(self._lifecycle.process_gone(live, handle, reason))
 
     def crashed(self, live: LiveSession, pid: int, report: CrashReport, stack: bytes) -> None:
         self._services.spawn(self._crashes.store(live, pid, report, stack))
+
+    def paused(self, live: LiveSession, pid: int, report: PauseReport, stack: bytes) -> None:
+        self._services.spawn(self._breaking.on_paused(live, pid, report, stack))
 
     def child_added(self, live: LiveSession, handle: Any, origin: str, parent: int, path: str) -> None:
         self._services.spawn(self._children.adopt(live, handle, origin, parent, path))
@@ -124,8 +130,9 @@ class SessionManager:
         self.hooking = Hooking(services)
         self.lifecycle = Lifecycle(services, self.sessions)
         self.children = ChildFollowing(services, self.hooking, self._resolve_watch_specs)
-        self.launching = Launching(services, self.sessions,
-                                   _Events(services, self.lifecycle, CrashStorage(services), self.children))
+        self.breaking = Breaking(services)
+        self.launching = Launching(services, self.sessions, _Events(services, self.lifecycle, CrashStorage(services),
+                                                                    self.children, self.breaking))
         self.reads = SessionReads(services, self.sessions)
         self.tests = TestRuns(services.paths.home, services.writer.call, services.reader.run, self._attach_test,
                               getattr(services.launcher, "reaper", None))  # a test's fake launcher has none
@@ -387,6 +394,26 @@ class SessionManager:
         else:
             events = await self._delete(session_id, record.key)
         return events, record
+
+    # ---- breakpoints ---------------------------------------------------------------------------------
+
+    async def breakpoint(self, session_id: str, add: list[dict[str, Any]], remove: list[str]) -> dict[str, Any]:
+        live = await self.sessions.require_live(session_id, "setting breakpoints")
+        async with live.trace_lock:
+            return await self.breaking.update(live, add, remove)
+
+    async def resume(self, session_id: str, thread: int | None) -> list[PausedThread]:
+        """Let a paused thread (or every one) go on; returns those resumed."""
+        live = await self.sessions.require_live(session_id, "continuing")
+        return await self.breaking.resume(live, thread)
+
+    def paused_threads(self, session_id: str) -> list[PausedThread]:
+        """The session's threads stopped at a breakpoint, in the processes still running."""
+        live = self.sessions.get(session_id)
+        if live is None:
+            return []
+        return [p for p in live.breakpoints.paused.values()
+                if (process := live.processes.get(p.pid)) is not None and not process.ended]
 
     async def list_sessions(self) -> list[SessionRecord]:
         records = await self.services.read(store_sessions.list_sessions)

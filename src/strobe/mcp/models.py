@@ -15,7 +15,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from strobe.store.query import parse_time
 
-EVENT_TYPES = ("function_enter", "function_exit", "stdout", "stderr", "crash", "variable_snapshot")
+EVENT_TYPES = ("function_enter", "function_exit", "stdout", "stderr", "crash", "variable_snapshot", "pause")
 MAX_QUERY_LIMIT = 500
 MAX_STRING = 4096  # every string parameter unless said otherwise: a path (PATH_MAX), a name, a pattern
 MAX_ARGUMENT = 131_072  # a command-line argument or environment value (Linux's MAX_ARG_STRLEN)
@@ -106,7 +106,7 @@ class ThreadNameMatch(StrictModel):
 class QueryRequest(StrictModel):
     sessionId: str = Field(min_length=1, max_length=MAX_ID)
     eventType: Literal[
-        "function_enter", "function_exit", "stdout", "stderr", "crash", "variable_snapshot"
+        "function_enter", "function_exit", "stdout", "stderr", "crash", "variable_snapshot", "pause"
     ] | None = None
     function: FunctionMatch | None = None
     sourceFile: SourceFileMatch | None = None
@@ -305,3 +305,30 @@ class TestStatusRequest(StrictModel):
     __test__ = False  # not a pytest test class
 
     testRunId: str = Field(min_length=1, max_length=MAX_ID, description="The id debug_test returned.")
+
+
+class BreakpointAdd(StrictModel):
+    function: str | None = Field(default=None, min_length=1, max_length=MAX_STRING, description=(
+        "A pattern as debug_trace takes ('audio::process_block', 'Parser::*', '**::validate'): the entry of each "
+        "native function it selects (at most 64)."))
+    file: str | None = Field(default=None, max_length=MAX_STRING, description="Line breakpoints: not supported yet.")
+    line: int | None = Field(default=None, ge=1, description="Line breakpoints: not supported yet.")
+    condition: str | None = Field(default=None, min_length=1, max_length=1000, description=(
+        "A JavaScript expression over the function's integer, char, bool, enum and pointer parameters by name "
+        "(and args[i]): stop only when it is true ('n > 100', 'id === 7 && flags != 0')."))
+    hitCount: int | None = Field(default=None, ge=1, le=1_000_000_000, description=(
+        "Stop at this hit only (1: the first); counted among the hits whose condition held."))
+
+
+class BreakpointRequest(StrictModel):
+    sessionId: str = Field(min_length=1, max_length=MAX_ID)
+    add: list[BreakpointAdd] = Field(default_factory=list, max_length=16)
+    remove: list[str] = Field(default_factory=list, max_length=100, description="Breakpoint ids to remove.")
+
+
+class ContinueRequest(StrictModel):
+    sessionId: str = Field(min_length=1, max_length=MAX_ID)
+    action: Literal["continue"] = Field(default="continue", description=(
+        "continue: the paused thread goes on (stepping is not supported yet)."))
+    threadId: int | None = Field(default=None, ge=1, description=(
+        "The paused thread to resume; omitted: every paused thread of the session."))

@@ -14,7 +14,7 @@ DEFAULT_MAX_EVENTS = 200_000
 DEFAULT_MAX_OUTPUT = 100_000
 TRACE_LANE, OUTPUT_LANE = 0, 1
 OUTPUT_LANE_KINDS = frozenset({int(EventKind.STDOUT), int(EventKind.STDERR), int(EventKind.CRASH),
-                               int(EventKind.VARIABLE_SNAPSHOT)})
+                               int(EventKind.VARIABLE_SNAPSHOT), int(EventKind.PAUSE)})
 """Kinds with a FIFO of their own per session (the output lane): trace events never evict them."""
 
 FifoKey = tuple[int, int]

@@ -28,6 +28,7 @@ class EventKind(IntEnum):
     STDERR = 4
     CRASH = 5
     VARIABLE_SNAPSHOT = 6
+    PAUSE = 7  # a thread stopped at a breakpoint
 
     @property
     def wire_name(self) -> str:

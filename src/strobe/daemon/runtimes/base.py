@@ -69,6 +69,10 @@ class AgentHandle(Protocol):
 
     def py_command(self, command: str) -> None: ...
 
+    def set_breakpoints(self, add: list[Any], remove: list[str]) -> Any: ...
+
+    def resume_thread(self, tid: int) -> None: ...
+
     runtime_state: Any  # owned by the process's runtime (the CPython tracer's state)
 
 

@@ -1,0 +1,212 @@
+"""Breakpoints of a session's native code: which functions a breakpoint's pattern selects, the agent's
+breakpoints (agent/src/native/breakpoints.ts) in the launched process, the threads paused at them, and their
+pause events in the timeline.
+
+A thread that hits a breakpoint stops alone; the agent reports it (registers, backtrace, stack) and waits until
+`resume` posts `resume:<tid>` to it. The pause is stored as a `pause` event (the same details as a crash event:
+function, file, line, backtrace, registers, the frame's memory and, where DWARF describes the frame, locals) and
+the thread is listed as paused until it is resumed or the process goes away. Resuming every paused thread before
+the daemon lets go of a process (stop, detach) is `release_all`; a thread the daemon never resumes goes on anyway
+when the agent is unloaded (its wait throws).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import Any
+
+from strobe.daemon.breakpoint_state import Breakpoint, PausedThread, SessionBreakpoints
+from strobe.daemon.crashes import describe_crash, thread_name
+from strobe.daemon.live import LiveSession
+from strobe.daemon.process import TracedProcess
+from strobe.daemon.services import Services
+from strobe.daemon.signatures import register_plan
+from strobe.daemon.symbols import TraceableFunction
+from strobe.daemon.tracing import plan_hooks
+from strobe.errors import ValidationError
+from strobe.instrument.protocol import BreakpointSpec, ConditionArg, CrashReport, PauseReport
+from strobe.store.schema import EventKind
+from strobe.symbols.addresses import locate
+
+log = logging.getLogger(__name__)
+
+MAX_BREAKPOINTS = 100  # per session
+MAX_ADDRESSES = 64  # functions one breakpoint's pattern may select
+MAX_CONDITION_CHARS = 1000
+_SCALARS = {"int": True, "char": True, "enum": True, "uint": False, "bool": False, "pointer": False}
+_REGISTER_BYTES = 8
+
+
+def condition_args(function: TraceableFunction) -> list[ConditionArg]:
+    """The function's scalar parameters as a condition reads them: the integer register each arrives in, at its
+    DWARF size and sign (none when DWARF does not describe the function: `args` is then empty)."""
+    plan_text = register_plan(function.module, function.info.address) if function.info.address else None
+    if plan_text is None:
+        return []
+    args: list[ConditionArg] = []
+    for param in json.loads(plan_text).get("params", []):
+        value, pieces = param.get("value") or {}, param.get("pieces") or []
+        signed = _SCALARS.get(str(value.get("kind")))
+        if signed is None or len(pieces) != 1 or "reg" not in pieces[0] or param.get("reference"):
+            continue
+        if value.get("kind") == "enum":
+            signed = bool(value.get("signed"))
+        args.append({"name": str(param.get("name") or f"arg{len(args)}"), "reg": str(pieces[0]["reg"]),
+                     "size": int(pieces[0]["size"]), "signed": signed})
+    return args
+
+
+def entry_arguments(function: TraceableFunction, registers: dict[str, str]) -> dict[str, int]:
+    """The scalar arguments of a function stopped at its entry, by name, from their registers."""
+    out: dict[str, int] = {}
+    for arg in condition_args(function):
+        raw = int(registers.get(arg["reg"], "0x0"), 16) & ((1 << (8 * min(arg["size"], _REGISTER_BYTES))) - 1)
+        bits = 8 * arg["size"]
+        out[arg["name"]] = raw - (1 << bits) if arg["signed"] and raw >= 1 << (bits - 1) else raw
+    return out
+
+
+class Breaking:
+    """Sets breakpoints in a session's launched process and resumes its paused threads."""
+
+    def __init__(self, services: Services) -> None:
+        self._services = services
+
+    async def update(self, live: LiveSession, add: list[dict[str, Any]], remove: list[str]) -> dict[str, Any]:
+        state = live.breakpoints
+        unknown = [bid for bid in remove if bid not in state.breakpoints]
+        if unknown:
+            raise ValidationError(f"No breakpoint {', '.join(unknown)} in session {live.record.id}; the session's "
+                                  f"breakpoints are: {', '.join(state.breakpoints) or 'none'}.")
+        if len(state.breakpoints) - len(remove) + len(add) > MAX_BREAKPOINTS:
+            raise ValidationError(f"A session holds at most {MAX_BREAKPOINTS} breakpoints; remove some first.")
+        symbols = await live.image.symbols
+        if add and not symbols.traceable:
+            symbols.require_debug_info()
+        made: list[Breakpoint] = []
+        warnings: list[str] = []
+        for request in add:
+            made.append(self._resolve(live, request, symbols.sources, warnings, state))
+        process = live.root
+        specs: list[BreakpointSpec] = []
+        for bp in made:
+            for n, site in enumerate(bp.sites):
+                spec: BreakpointSpec = {"id": f"{bp.id}#{n}", "address": hex(site.runtime_address),
+                                        "args": condition_args(site)}
+                if bp.condition is not None:
+                    spec["condition"] = bp.condition
+                if bp.hit_count is not None:
+                    spec["hitCount"] = bp.hit_count
+                specs.append(spec)
+        gone = [f"{bid}#{n}" for bid in remove for n in range(len(state.breakpoints[bid].sites))]
+        handle = process.handle
+        reply = await self._services.worker.run(lambda: handle.set_breakpoints(specs, gone))
+        failed = {f.id: f.error for f in reply.failed}
+        for bid in remove:
+            del state.breakpoints[bid]
+        for bp in made:
+            errors = [failed[f"{bp.id}#{n}"] for n in range(len(bp.sites)) if f"{bp.id}#{n}" in failed]
+            if errors and len(errors) == len(bp.sites):
+                warnings.append(f"Breakpoint on '{bp.function}' was not set: {errors[0]}")
+                continue
+            if errors:
+                warnings.append(f"Breakpoint {bp.id} on '{bp.function}': {len(errors)} of its {len(bp.sites)} "
+                                f"functions could not be armed ({errors[0]}).")
+            state.breakpoints[bp.id] = bp
+        answer: dict[str, Any] = {"breakpoints": [bp.answer() for bp in state.breakpoints.values()]}
+        if warnings:
+            answer["warnings"] = warnings
+        return answer
+
+    def _resolve(self, live: LiveSession, request: dict[str, Any], sources: Any, warnings: list[str],
+                 state: SessionBreakpoints) -> Breakpoint:
+        pattern = request.get("function")
+        if not pattern:
+            raise ValidationError("A breakpoint needs `function` (a pattern, as debug_trace takes): line breakpoints "
+                                  "(`file` and `line`) are not supported yet.")
+        condition = request.get("condition")
+        if condition is not None and len(condition) > MAX_CONDITION_CHARS:
+            raise ValidationError(f"A condition is at most {MAX_CONDITION_CHARS} characters.")
+        plan = plan_hooks([], [pattern], [], sources, live.record.project_root)
+        native = [f for f in plan.desired.values() if f.runtime == "native"]
+        if not native:
+            detail = plan.warnings[0] if plan.warnings else f"Pattern '{pattern}' matched no native function."
+            raise ValidationError(f"No breakpoint set: {detail}")
+        if len(native) > MAX_ADDRESSES:
+            raise ValidationError(f"'{pattern}' selects {len(native)} functions; a breakpoint takes at most "
+                                  f"{MAX_ADDRESSES}. Narrow the pattern.")
+        bid = f"bp-{state.next_id}"
+        state.next_id += 1
+        return Breakpoint(bid, pattern, condition, request.get("hitCount"), sorted(native, key=lambda f: f.name))
+
+    async def on_paused(self, live: LiveSession, pid: int, report: PauseReport, stack: bytes) -> None:
+        """Store the pause event and list the thread as paused (it waits for resume)."""
+        services = self._services
+        bid = report.breakpointId.split("#", 1)[0]
+        try:
+            await services.ingest.barrier()
+            await services.write(lambda c: None)  # the calls leading up to the stop are committed before it
+            # Described as a crash is (backtrace, registers, frame memory), with one difference: the thread stopped
+            # at the function's first instruction, before its frame exists (rbp is still the caller's), so no
+            # locals are read from the frame (`address` 0 makes describe_crash skip them); its arguments are read
+            # from the registers they arrive in.
+            as_crash = CrashReport(type="crash", tid=report.tid, kind="breakpoint", signal="", address="0x0",
+                                   registers=report.registers, frames=report.frames, stackBase=report.stackBase,
+                                   stackSize=report.stackSize, sec=report.sec, nsec=report.nsec)
+            event = await asyncio.to_thread(describe_crash, as_crash, stack, pid, locate, thread_name(pid, report.tid))
+            for key in ("signal", "exceptionType", "cause", "signalCode", "address", "locals"):
+                event.pop(key, None)
+            event.update(breakpointId=bid, hit=report.hit)
+            bp = live.breakpoints.breakpoints.get(bid)
+            site = next((f for f in bp.sites if hex(f.runtime_address) == report.registers.get("pc")), None) if bp \
+                else None
+            if site is not None:
+                event["arguments"] = entry_arguments(site, report.registers)
+            if report.conditionError is not None:
+                event["conditionError"] = report.conditionError
+            where = event.get("function") or "?"
+            if event.get("sourceFile"):
+                where += f" at {event['sourceFile']}:{event.get('line', '?')}"
+            event["text"] = f"paused at breakpoint {bid} in {where}, thread {report.tid}"
+            ts = report.sec * 1_000_000_000 + report.nsec - live.start_ns
+            services.writer.submit_rows([_pause_row(live.record.key, pid, report.tid, ts, event)])
+            live.breakpoints.paused[(pid, report.tid)] = PausedThread(pid, report.tid, bid, time.monotonic(), event)
+            log.info("session %s: pid %d: %s", live.record.id, pid, event["text"])
+        except Exception:
+            log.exception("session %s: a pause could not be recorded; resuming thread %d", live.record.id, report.tid)
+            process = live.processes.get(pid)
+            if process is not None:
+                await services.worker.run(lambda: process.handle.resume_thread(report.tid))
+
+    async def resume(self, live: LiveSession, thread: int | None) -> list[PausedThread]:
+        """Resume one paused thread (`thread`), or every one; returns those resumed."""
+        state = live.breakpoints
+        chosen = [p for p in state.paused.values() if thread is None or p.tid == thread]
+        for paused in chosen:
+            state.paused.pop((paused.pid, paused.tid), None)
+            process = live.processes.get(paused.pid)
+            if process is not None and not process.ended:
+                await self._resume(process, paused.tid)
+        return chosen
+
+    async def release_all(self, live: LiveSession) -> None:
+        """Before the daemon lets go of the process: every paused thread goes on."""
+        if live.breakpoints.paused:
+            await self.resume(live, None)
+
+    async def _resume(self, process: TracedProcess, tid: int) -> None:
+        handle = process.handle
+        try:
+            await self._services.worker.run(lambda: handle.resume_thread(tid))
+        except Exception:  # gone: nothing is left paused
+            log.info("pid %d: thread %d could not be resumed (the process is gone)", process.pid, tid)
+
+
+def _pause_row(session: int, pid: int, tid: int, ts_ns: int, event: dict[str, Any]) -> tuple[Any, ...]:
+    """An events row (EVENT_COLUMNS order), as crashes.crash_row makes one."""
+    fields = {k: v for k, v in event.items() if k != "text"}
+    return (session, ts_ns, int(EventKind.PAUSE), pid, tid, None, None, None, None, None, event["text"], None,
+            json.dumps(fields, separators=(",", ":")))

@@ -1,0 +1,66 @@
+"""debug_breakpoint and debug_continue: stop one thread of a running native program at a function, look at it,
+let it go on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strobe.errors import ValidationError
+from strobe.mcp.models import BreakpointRequest, ContinueRequest
+from strobe.mcp.registry import Tool, ToolContext
+
+
+async def breakpoint_(ctx: ToolContext, req: BreakpointRequest) -> dict[str, Any]:
+    for add in req.add:
+        if add.function is None:
+            raise ValidationError("Each breakpoint needs `function` (a pattern). Line breakpoints (`file` with "
+                                  "`line`) are not supported yet: break at the function and read its arguments, "
+                                  "or trace it (debug_trace) to see every call.")
+    added = [add.model_dump(exclude_none=True) for add in req.add]
+    result = await ctx.manager.breakpoint(req.sessionId, added, req.remove)
+    if req.add:
+        result["nextSteps"] = (
+            "A thread that hits one stops alone (the others run on) and a 'pause' event is recorded: "
+            f"debug_query({{sessionId: '{req.sessionId}', eventType: 'pause'}}) shows where, its arguments and "
+            f"backtrace; debug_list_sessions lists paused threads. Resume with debug_continue({{sessionId: "
+            f"'{req.sessionId}'}}).")
+    return result
+
+
+async def continue_(ctx: ToolContext, req: ContinueRequest) -> dict[str, Any]:
+    resumed = await ctx.manager.resume(req.sessionId, req.threadId)
+    if not resumed:
+        paused = ctx.manager.paused_threads(req.sessionId)
+        which = f"thread {req.threadId} is not" if req.threadId is not None else "no thread is"
+        others = f" Paused now: {', '.join(str(p.tid) for p in paused)}." if paused else ""
+        raise ValidationError(f"Nothing to continue: {which} paused in session {req.sessionId}.{others}")
+    return {"status": "running", "resumed": [{"threadId": p.tid, "breakpointId": p.breakpoint_id}
+                                              for p in resumed],
+            "stillPaused": [p.answer() for p in ctx.manager.paused_threads(req.sessionId)]}
+
+
+TOOLS = (
+    Tool(
+        "debug_breakpoint",
+        BreakpointRequest,
+        "Stop a running native program (C, C++, Rust) when it enters a function, to look at its arguments and "
+        "stack before it runs. Only the thread that hits it stops; the program's other threads, tracing and "
+        "output go on. add: [{function (pattern, as debug_trace), condition? (JavaScript over the parameters by "
+        "name: 'n > 100'), hitCount? (stop at the Nth hit)}], remove: [breakpoint ids]. Returns {breakpoints: "
+        "[{id, function, locations: [{function, address, file, line}], condition?, hitCount?}], warnings?}. A hit "
+        "records a 'pause' event (function, file, line, arguments, backtrace, registers); the thread waits for "
+        "debug_continue. Trace (debug_trace) rather than break when you want every call, not one moment.\n"
+        'Example: {"sessionId": "app-2026-02-05-14h32", "add": [{"function": "process_order", "condition": '
+        '"qty > 100"}]}',
+        breakpoint_,
+    ),
+    Tool(
+        "debug_continue",
+        ContinueRequest,
+        "Let threads stopped at breakpoints go on: threadId, or every paused thread of the session. Returns "
+        "{status: 'running', resumed: [{threadId, breakpointId}], stillPaused: [...]}. Their next hit stops "
+        "them again (remove the breakpoint with debug_breakpoint to stop stopping).\n"
+        'Example: {"sessionId": "app-2026-02-05-14h32"}',
+        continue_,
+    ),
+)

@@ -1,0 +1,148 @@
+"""Breakpoints over MCP on a C program built at test time (tests/targets/breaks.c): one thread stops at a
+function whose condition holds, the other keeps printing, the pause is in the timeline with the arguments and the
+backtrace, debug_list_sessions shows the paused thread, debug_continue lets it go on; hitCount; errors; stopping a
+session while a thread is paused."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import StrobeClient, ToolError, poll
+
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
+
+
+async def launch(strobe: StrobeClient, binary: Path, control: Path) -> str:
+    launched = await strobe.call("debug_launch", command=str(binary), args=[str(control)], projectRoot=str(control))
+    sid = str(launched["sessionId"])
+
+    async def ready() -> bool | None:
+        return True if "ready\n" in await stdout(strobe, sid) else None
+
+    await poll(ready, 30, "the target to start its threads")
+    return sid
+
+
+async def stdout(strobe: StrobeClient, sid: str) -> list[str]:
+    return [e["text"] for e in await strobe.all_events(sid, eventType="stdout")]
+
+
+async def paused(strobe: StrobeClient, sid: str, count: int = 1) -> list[dict[str, Any]]:
+    """The session's paused threads once `count` pause events are stored and a thread is listed paused."""
+
+    async def check() -> list[dict[str, Any]] | None:
+        listed = await strobe.call("debug_list_sessions")
+        session = next(s for s in listed["sessions"] if s["sessionId"] == sid)
+        pauses = await strobe.all_events(sid, eventType="pause")
+        return session["paused"] if session.get("paused") and len(pauses) >= count else None
+
+    result: list[dict[str, Any]] = await poll(check, 30, f"{count} pause(s) in {sid}")
+    return result
+
+
+async def test_a_conditional_breakpoint_stops_one_thread_until_continued(
+        strobe: StrobeClient, c_target: Callable[[str], Path], tmp_path: Path) -> None:
+    sid = await launch(strobe, c_target("breaks"), tmp_path)
+    answer = await strobe.call("debug_breakpoint", sessionId=sid,
+                               add=[{"function": "process_order", "condition": "qty > 100"}])
+    [bp] = answer["breakpoints"]
+    assert bp["function"] == "process_order" and bp["condition"] == "qty > 100"
+    assert bp["locations"][0]["file"].endswith("breaks.c") and bp["locations"][0]["line"] == 12
+    (tmp_path / "go").touch()
+
+    [thread] = await paused(strobe, sid)
+    assert (thread["function"], thread["threadName"], thread["breakpointId"]) == ("process_order", "w-orders", bp["id"])
+    assert any("orders" in frame for frame in thread["backtrace"]), thread["backtrace"]
+    [pause] = await strobe.all_events(sid, eventType="pause")
+    assert pause["arguments"] == {"id": 3, "qty": 150}  # orders 1 and 2 (qty 50, 100) did not meet the condition
+    assert pause["threadName"] == "w-orders" and pause["line"] == 12 and pause["hit"] == 1
+    assert pause["registers"]["rdi"] == "0x3"
+    printed = await stdout(strobe, sid)
+    assert "order 2 qty 100 total 150\n" in printed and not any(t.startswith("order 3") for t in printed)
+
+    ticks = sum(t.startswith("tick") for t in printed)
+
+    async def steady_runs_on() -> bool | None:  # the other thread is not stopped
+        return True if sum(t.startswith("tick") for t in await stdout(strobe, sid)) >= ticks + 20 else None
+
+    await poll(steady_runs_on, 30, "w-steady to keep printing while w-orders is paused")
+    assert not any(t.startswith("order 3") for t in await stdout(strobe, sid))  # still paused
+
+    resumed = await strobe.call("debug_continue", sessionId=sid)
+    assert resumed["resumed"] == [{"threadId": thread["threadId"], "breakpointId": bp["id"]}]
+    await paused(strobe, sid, count=2)  # order 4 (qty 200) stops it again
+    second = (await strobe.all_events(sid, eventType="pause"))[1]
+    assert second["arguments"] == {"id": 4, "qty": 200} and second["hit"] == 2
+    assert "order 3 qty 150 total 300\n" in await stdout(strobe, sid)
+
+    await strobe.call("debug_breakpoint", sessionId=sid, remove=[bp["id"]])
+    await strobe.call("debug_continue", sessionId=sid, threadId=thread["threadId"])
+
+    async def done() -> bool | None:
+        return True if "orders done\n" in await stdout(strobe, sid) else None
+
+    await poll(done, 30, "the orders thread to finish once the breakpoint is removed")
+    assert len(await strobe.all_events(sid, eventType="pause")) == 2
+    (tmp_path / "quit").touch()
+    await strobe.wait_for_status(sid, "exited", timeout=30)
+
+
+async def test_hit_count_stops_at_the_nth_hit_only(
+        strobe: StrobeClient, c_target: Callable[[str], Path], tmp_path: Path) -> None:
+    sid = await launch(strobe, c_target("breaks"), tmp_path)
+    await strobe.call("debug_breakpoint", sessionId=sid, add=[{"function": "process_order", "hitCount": 4}])
+    (tmp_path / "go").touch()
+    await paused(strobe, sid)
+    [pause] = await strobe.all_events(sid, eventType="pause")
+    assert pause["arguments"] == {"id": 4, "qty": 200} and pause["hit"] == 4
+    await strobe.call("debug_continue", sessionId=sid)
+
+    async def done() -> bool | None:
+        return True if "orders done\n" in await stdout(strobe, sid) else None
+
+    await poll(done, 30, "the orders thread to finish: the 5th hit does not stop")
+    assert len(await strobe.all_events(sid, eventType="pause")) == 1
+    (tmp_path / "quit").touch()
+    await strobe.wait_for_status(sid, "exited", timeout=30)
+
+
+async def test_bad_breakpoints_and_continues_say_why(
+        strobe: StrobeClient, c_target: Callable[[str], Path], tmp_path: Path) -> None:
+    sid = await launch(strobe, c_target("breaks"), tmp_path)
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"add": [{"function": "no_such_function"}]}, "matched no function"),
+        ({"add": [{"file": "breaks.c", "line": 13}]}, "not supported yet"),
+        ({"add": [{"function": "process_order", "condition": "qty >"}]}, "SyntaxError"),
+        ({"remove": ["bp-99"]}, "No breakpoint bp-99"),
+    ]
+    for arguments, expected in cases:
+        if expected == "SyntaxError":  # the agent compiles the condition: the breakpoint is not set, and says why
+            answer = await strobe.call("debug_breakpoint", sessionId=sid, **arguments)
+            assert answer["breakpoints"] == [] and expected in answer["warnings"][0], answer
+            continue
+        with pytest.raises(ToolError) as raised:
+            await strobe.call("debug_breakpoint", sessionId=sid, **arguments)
+        assert raised.value.code == "VALIDATION_ERROR" and expected in raised.value.message, raised.value.message
+    with pytest.raises(ToolError) as raised:
+        await strobe.call("debug_continue", sessionId=sid)
+    assert "no thread is paused" in raised.value.message
+    assert "ready\n" in await stdout(strobe, sid)  # the target runs on
+    (tmp_path / "quit").touch()
+    (tmp_path / "go").touch()
+    await strobe.wait_for_status(sid, "exited", timeout=30)
+
+
+async def test_stopping_a_session_with_a_paused_thread_ends_the_process(
+        strobe: StrobeClient, c_target: Callable[[str], Path], tmp_path: Path) -> None:
+    binary = c_target("breaks")
+    sid = await launch(strobe, binary, tmp_path)
+    await strobe.call("debug_breakpoint", sessionId=sid, add=[{"function": "process_order"}])
+    (tmp_path / "go").touch()
+    await paused(strobe, sid)
+    await strobe.call("debug_stop", sessionId=sid)
+    assert subprocess.run(["pgrep", "-f", f"{binary} {tmp_path}"], capture_output=True).returncode == 1

@@ -1,0 +1,50 @@
+/* Breakpoint target (usage: breaks CONTROL_DIR). Thread "w-steady" prints "tick N" every 5 ms until CONTROL_DIR/quit
+ * exists; thread "w-orders" waits for CONTROL_DIR/go, then calls process_order(id, id * 50) for id = 1..5 and
+ * prints "orders done". main prints "ready" once both run and exits when both have finished. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+#include "control.h"
+
+int g_total = 0;
+
+__attribute__((noinline)) int process_order(int id, int qty) {
+    g_total += qty;
+    printf("order %d qty %d total %d\n", id, qty, g_total);
+    fflush(stdout);
+    return g_total;
+}
+
+static void *orders(void *arg) {
+    (void)arg;
+    pthread_setname_np(pthread_self(), "w-orders");
+    while (!exists("go")) usleep(1000);
+    for (int id = 1; id <= 5; id++) process_order(id, id * 50);
+    printf("orders done\n");
+    fflush(stdout);
+    return NULL;
+}
+
+static void *steady(void *arg) {
+    (void)arg;
+    pthread_setname_np(pthread_self(), "w-steady");
+    for (int n = 0; !exists("quit"); n++) {
+        printf("tick %d\n", n);
+        fflush(stdout);
+        usleep(5000);
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    control = argc > 1 ? argv[1] : ".";
+    pthread_t a, b;
+    pthread_create(&a, NULL, orders, NULL);
+    pthread_create(&b, NULL, steady, NULL);
+    printf("ready\n");
+    fflush(stdout);
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    return 0;
+}
