@@ -90,7 +90,7 @@ function onRead(request: ReadMemoryRequest): void {
 }
 
 installExitHooks(flushAll);
-installCrashHandler(flushAll);
+installCrashHandler(flushAll, (details) => breakpoints.onException(details));
 installLifeline();
 recv("hooks", onHooks);
 recv("flush", onFlush);

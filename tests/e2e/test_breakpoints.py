@@ -92,6 +92,34 @@ async def test_a_conditional_breakpoint_stops_one_thread_until_continued(
     await strobe.wait_for_status(sid, "exited", timeout=30)
 
 
+async def test_a_line_breakpoint_shows_the_frames_locals(
+        strobe: StrobeClient, c_target: Callable[[str], Path], tmp_path: Path) -> None:
+    """At the line inside the loop of orders() the frame exists: the pause shows its locals (the loop's `id`), read
+    through DWARF from the stack; the int3 stays armed for the next iteration (hitCount counts them)."""
+    sid = await launch(strobe, c_target("breaks"), tmp_path)
+    answer = await strobe.call("debug_breakpoint", sessionId=sid, add=[{"file": "breaks.c", "line": 24,
+                                                                        "hitCount": 3}])
+    [bp] = answer["breakpoints"]
+    assert (bp["file"].endswith("tests/targets/breaks.c"), bp["line"]) == (True, 24)
+    assert [loc["function"] for loc in bp["locations"]] == ["orders"]
+    (tmp_path / "go").touch()
+    [thread] = await paused(strobe, sid)
+    assert (thread["function"], thread["line"], thread["threadName"]) == ("orders", 24, "w-orders")
+    [pause] = await strobe.all_events(sid, eventType="pause")
+    assert pause["hit"] == 3
+    assert pause["locals"]["id"] == 3, pause["locals"]  # stopped before the third call
+    assert sum(t.startswith("order ") for t in await stdout(strobe, sid)) == 2
+    await strobe.call("debug_continue", sessionId=sid)
+
+    async def done() -> bool | None:
+        return True if "orders done\n" in await stdout(strobe, sid) else None
+
+    await poll(done, 30, "the orders thread to finish after the third iteration's stop")
+    assert sum(t.startswith("order ") for t in await stdout(strobe, sid)) == 5  # the int3 ran each instruction once
+    (tmp_path / "quit").touch()
+    await strobe.wait_for_status(sid, "exited", timeout=30)
+
+
 async def test_hit_count_stops_at_the_nth_hit_only(
         strobe: StrobeClient, c_target: Callable[[str], Path], tmp_path: Path) -> None:
     sid = await launch(strobe, c_target("breaks"), tmp_path)
@@ -116,7 +144,9 @@ async def test_bad_breakpoints_and_continues_say_why(
     sid = await launch(strobe, c_target("breaks"), tmp_path)
     cases: list[tuple[dict[str, Any], str]] = [
         ({"add": [{"function": "no_such_function"}]}, "matched no function"),
-        ({"add": [{"file": "breaks.c", "line": 13}]}, "not supported yet"),
+        ({"add": [{"file": "breaks.c", "line": 18}]}, "has no code"),
+        ({"add": [{"file": "nosuch.c", "line": 3}]}, "No source file named 'nosuch.c'"),
+        ({"add": [{"file": "breaks.c", "line": 13, "condition": "qty > 1"}]}, "only supported on function"),
         ({"add": [{"function": "process_order", "condition": "qty >"}]}, "SyntaxError"),
         ({"remove": ["bp-99"]}, "No breakpoint bp-99"),
     ]

@@ -111,7 +111,7 @@ REPLIES: dict[str, Any] = {  # what the agent answers each request with
     "release": lambda rid: protocol.LifelineState(type="lifeline_state", requestId=rid, scope="none"),
     "breakpoints": lambda rid: protocol.BreakpointsUpdated(type="breakpoints_updated", requestId=rid, failed=[]),
 }
-BREAKPOINT: dict[str, Any] = {"id": "bp-1", "address": "0x401000", "condition": "n > 3", "hitCount": 2,
+BREAKPOINT: dict[str, Any] = {"id": "bp-1", "kind": "entry", "address": "0x401000", "condition": "n > 3", "hitCount": 2,
                               "args": [{"name": "n", "reg": "rdi", "size": 4, "signed": True}]}
 
 

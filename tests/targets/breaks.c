@@ -20,7 +20,9 @@ static void *orders(void *arg) {
     (void)arg;
     pthread_setname_np(pthread_self(), "w-orders");
     while (!exists("go")) usleep(1000);
-    for (int id = 1; id <= 5; id++) process_order(id, id * 50);
+    for (int id = 1; id <= 5; id++) {
+        process_order(id, id * 50);
+    }
     printf("orders done\n");
     fflush(stdout);
     return NULL;

@@ -244,7 +244,8 @@ function report(details: ExceptionDetails, info: Siginfo | null, flush: () => vo
 }
 
 // `flush` sends every trace record made so far; it runs before the report.
-export function installCrashHandler(flush: () => void): void {
+// `first` sees every exception before the crash report: true when it handled it (a breakpoint's trap).
+export function installCrashHandler(flush: () => void, first: (details: ExceptionDetails) => boolean): void {
   listenForAcks("crash_ack");
   let redelivery: Redelivery | null = null;
   try {
@@ -253,6 +254,9 @@ export function installCrashHandler(flush: () => void): void {
     emit({ type: "log", level: "warning", message: `a sent signal may not meet its default action: ${e}` });
   }
   Process.setExceptionHandler((details) => {
+    if (first(details)) {
+      return true;
+    }
     const info = signalInfo(details);
     try {
       maybeReport(details, info, flush);

@@ -388,6 +388,7 @@ export interface ConditionArg {
 
 export interface BreakpointSpec {
   id: string;
+  kind: "entry" | "line"; // a function's entry (an Interceptor hook) or a line's first instruction (an int3)
   address: string;
   condition?: string; // a JavaScript expression over the arguments by name and `args[i]`
   args: ConditionArg[];

@@ -1,5 +1,8 @@
-// Breakpoints on native functions: an Interceptor hook at the function's entry that, when its condition holds
-// and its hit count is reached, stops the thread that hit it — and only that thread. The thread sends a `paused`
+// Breakpoints in native code: at a function's entry, an Interceptor hook; at a source line's first instruction
+// (which may be too short for a hook's jump), a one-byte int3 whose trap crash.ts's exception handler hands here
+// first, the instruction itself being run from a relocated copy (so the int3 stays armed for every thread). When
+// its condition holds and its hit count is reached, a breakpoint stops the thread that hit it — and only that
+// thread. The thread sends a `paused`
 // report (registers, backtrace, the stack around its frame pointer: what a crash report carries) and waits in
 // recv("resume:<tid>").wait(), which releases the script's lock: the other threads, their hooks and the host's
 // requests (reads, trace changes) go on meanwhile. The host resumes it by posting `resume:<tid>`. When the script
@@ -14,9 +17,18 @@ type Condition = (context: X64CpuContext) => boolean;
 
 interface Armed {
   spec: BreakpointSpec;
-  listener: InvocationListener;
+  disarm: () => void;
   hits: number;
 }
+
+interface Trap {
+  state: Armed;
+  condition: Condition | null;
+  resumeAt: NativePointer; // the relocated copy of the instruction the int3 covers, then a jump back
+}
+
+const INT3 = 0xcc;
+const COPY_SIZE = 64; // one relocated instruction (RIP-relative ones grow: ~30 bytes) and the jump back
 
 const IDENTIFIER = /^[A-Za-z_$][\w$]*$/;
 const RESERVED = new Set(["args", "arguments", "await", "break", "case", "catch", "class", "const", "continue",
@@ -53,6 +65,9 @@ function compile(spec: BreakpointSpec): Condition | null {
 
 export class Breakpoints {
   private readonly armed = new Map<string, Armed>();
+  private readonly traps = new Map<string, Trap>(); // by the int3's address
+  private copies: NativePointer | null = null; // the page relocated instructions are written to
+  private copiesUsed = 0;
 
   constructor(private readonly flush: () => void) {}
 
@@ -62,11 +77,8 @@ export class Breakpoints {
 
   update(add: BreakpointSpec[], remove: string[]): BreakpointFailure[] {
     for (const id of remove) {
-      const armed = this.armed.get(id);
-      if (armed !== undefined) {
-        armed.listener.detach();
-        this.armed.delete(id);
-      }
+      this.armed.get(id)?.disarm();
+      this.armed.delete(id);
     }
     const failed: BreakpointFailure[] = [];
     for (const spec of add) {
@@ -81,17 +93,83 @@ export class Breakpoints {
   }
 
   private arm(spec: BreakpointSpec): void {
-    this.armed.get(spec.id)?.listener.detach();
+    this.armed.get(spec.id)?.disarm();
     this.armed.delete(spec.id);
     const condition = compile(spec);
-    const breakpoints = this;
-    const state: Armed = { spec, listener: null as unknown as InvocationListener, hits: 0 };
-    state.listener = Interceptor.attach(ptr(spec.address), {
-      onEnter() {
-        breakpoints.hit(state, condition, this.context as X64CpuContext, this.threadId);
-      },
-    });
+    const state: Armed = { spec, disarm: () => {}, hits: 0 };
+    if (spec.kind === "line") {
+      this.armTrap(state, condition);
+    } else {
+      const breakpoints = this;
+      const listener = Interceptor.attach(ptr(spec.address), {
+        onEnter() {
+          breakpoints.hit(state, condition, this.context as X64CpuContext, this.threadId);
+        },
+      });
+      state.disarm = () => listener.detach();
+    }
     this.armed.set(spec.id, state);
+  }
+
+  private armTrap(state: Armed, condition: Condition | null): void {
+    const at = ptr(state.spec.address);
+    const key = at.toString();
+    if (this.traps.has(key)) {
+      throw new Error("another breakpoint is set at this address");
+    }
+    const original = at.readU8();
+    if (original === INT3) {
+      throw new Error("the instruction there is already an int3 (another debugger's, or the program's own)");
+    }
+    const resumeAt = this.relocate(at);
+    Memory.patchCode(at, 1, (code) => code.writeU8(INT3));
+    this.traps.set(key, { state, condition, resumeAt });
+    state.disarm = () => {
+      Memory.patchCode(at, 1, (code) => code.writeU8(original));
+      this.traps.delete(key);
+    };
+  }
+
+  // A copy of the instruction at `at` that runs as it would there (X86Relocator rewrites RIP-relative operands),
+  // followed by a jump to the next instruction.
+  private relocate(at: NativePointer): NativePointer {
+    if (this.copies === null || this.copiesUsed + COPY_SIZE > Process.pageSize) {
+      this.copies = Memory.alloc(Process.pageSize);
+      this.copiesUsed = 0;
+    }
+    const copy = this.copies.add(this.copiesUsed);
+    let length = 0;
+    Memory.patchCode(copy, COPY_SIZE, (code) => {
+      const writer = new X86Writer(code, { pc: copy });
+      const relocator = new X86Relocator(at, writer);
+      length = relocator.readOne();
+      if (length === 0) {
+        throw new Error("the instruction there cannot be relocated");
+      }
+      relocator.writeOne();
+      writer.putJmpAddress(at.add(length));
+      writer.flush();
+    });
+    this.copiesUsed += COPY_SIZE;
+    return copy;
+  }
+
+  // crash.ts's exception handler asks first: a trap of one of these int3s stops its thread (when its condition
+  // holds), then the thread goes on from the relocated instruction. False for any other exception.
+  onException(details: ExceptionDetails): boolean {
+    if (details.type !== "breakpoint") {
+      return false;
+    }
+    const at = details.context.pc.sub(1); // the trap leaves the pc after the int3
+    const trap = this.traps.get(at.toString());
+    if (trap === undefined) {
+      return false;
+    }
+    const context = details.context as X64CpuContext;
+    context.pc = at; // as the pause shows it: at the line's instruction
+    this.hit(trap.state, trap.condition, context, Process.getCurrentThreadId());
+    context.pc = trap.resumeAt;
+    return true;
   }
 
   private hit(state: Armed, condition: Condition | null, context: X64CpuContext, tid: number): void {

@@ -10,21 +10,42 @@ from typing import Any
 from strobe.daemon.symbols import TraceableFunction
 
 
+@dataclass(frozen=True)
+class Site:
+    """One address a breakpoint is armed at: a function's entry, or the first instruction of a copy of a line."""
+
+    kind: str  # "entry" or "line": the agent's BreakpointSpec kind
+    address: int  # where it is loaded
+    function: str | None
+    file: str | None
+    line: int | None
+    traceable: TraceableFunction | None = None  # an entry's function (its parameters are the condition's names)
+
+    def answer(self) -> dict[str, Any]:
+        out = {"function": self.function, "address": hex(self.address), "file": self.file, "line": self.line}
+        return {k: v for k, v in out.items() if v is not None}
+
+
 @dataclass
 class Breakpoint:
     id: str
-    function: str
+    target: str  # what it was asked for: a function pattern, or "file:line"
     condition: str | None
     hit_count: int | None
-    sites: list[TraceableFunction] = field(default_factory=list)
+    sites: list[Site] = field(default_factory=list)
+    function: str | None = None  # the pattern, for a function breakpoint
+    file: str | None = None  # the source file (as its line table names it) and line, for a line breakpoint
+    line: int | None = None
 
     def answer(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": self.id, "function": self.function}
-        sites = [{"function": site.name, "address": hex(site.runtime_address), "file": site.file,
-                  "line": site.info.line} for site in self.sites]
-        out["locations"] = [{k: v for k, v in site.items() if v is not None} for site in sites]
+        out: dict[str, Any] = {"id": self.id}
+        if self.function is not None:
+            out["function"] = self.function
+        if self.file is not None:
+            out.update(file=self.file, line=self.line)
+        out["locations"] = [site.answer() for site in self.sites]
         if self.sites:
-            out["address"] = hex(self.sites[0].runtime_address)
+            out["address"] = hex(self.sites[0].address)
         if self.condition is not None:
             out["condition"] = self.condition
         if self.hit_count is not None:

@@ -18,18 +18,18 @@ import logging
 import time
 from typing import Any
 
-from strobe.daemon.breakpoint_state import Breakpoint, PausedThread, SessionBreakpoints
+from strobe.daemon.breakpoint_state import Breakpoint, PausedThread, SessionBreakpoints, Site
 from strobe.daemon.crashes import describe_crash, thread_name
 from strobe.daemon.live import LiveSession
 from strobe.daemon.process import TracedProcess
 from strobe.daemon.services import Services
 from strobe.daemon.signatures import register_plan
-from strobe.daemon.symbols import TraceableFunction
+from strobe.daemon.symbols import ModuleSymbols, SessionSymbols, TraceableFunction
 from strobe.daemon.tracing import plan_hooks
 from strobe.errors import ValidationError
 from strobe.instrument.protocol import BreakpointSpec, ConditionArg, CrashReport, PauseReport
 from strobe.store.schema import EventKind
-from strobe.symbols.addresses import locate
+from strobe.symbols.addresses import line_sites, locate
 
 log = logging.getLogger(__name__)
 
@@ -89,13 +89,14 @@ class Breaking:
         made: list[Breakpoint] = []
         warnings: list[str] = []
         for request in add:
-            made.append(self._resolve(live, request, symbols.sources, warnings, state))
+            made.append(self._resolve(live, request, symbols, state))
         process = live.root
         specs: list[BreakpointSpec] = []
         for bp in made:
             for n, site in enumerate(bp.sites):
-                spec: BreakpointSpec = {"id": f"{bp.id}#{n}", "address": hex(site.runtime_address),
-                                        "args": condition_args(site)}
+                args = condition_args(site.traceable) if site.traceable is not None else []
+                spec: BreakpointSpec = {"id": f"{bp.id}#{n}", "kind": "line" if site.kind == "line" else "entry",
+                                        "address": hex(site.address), "args": args}
                 if bp.condition is not None:
                     spec["condition"] = bp.condition
                 if bp.hit_count is not None:
@@ -110,37 +111,79 @@ class Breaking:
         for bp in made:
             errors = [failed[f"{bp.id}#{n}"] for n in range(len(bp.sites)) if f"{bp.id}#{n}" in failed]
             if errors and len(errors) == len(bp.sites):
-                warnings.append(f"Breakpoint on '{bp.function}' was not set: {errors[0]}")
+                warnings.append(f"Breakpoint on '{bp.target}' was not set: {errors[0]}")
                 continue
             if errors:
-                warnings.append(f"Breakpoint {bp.id} on '{bp.function}': {len(errors)} of its {len(bp.sites)} "
-                                f"functions could not be armed ({errors[0]}).")
+                warnings.append(f"Breakpoint {bp.id} on '{bp.target}': {len(errors)} of its {len(bp.sites)} "
+                                f"locations could not be armed ({errors[0]}).")
             state.breakpoints[bp.id] = bp
         answer: dict[str, Any] = {"breakpoints": [bp.answer() for bp in state.breakpoints.values()]}
         if warnings:
             answer["warnings"] = warnings
         return answer
 
-    def _resolve(self, live: LiveSession, request: dict[str, Any], sources: Any, warnings: list[str],
+    def _resolve(self, live: LiveSession, request: dict[str, Any], symbols: SessionSymbols,
                  state: SessionBreakpoints) -> Breakpoint:
-        pattern = request.get("function")
-        if not pattern:
-            raise ValidationError("A breakpoint needs `function` (a pattern, as debug_trace takes): line breakpoints "
-                                  "(`file` and `line`) are not supported yet.")
         condition = request.get("condition")
         if condition is not None and len(condition) > MAX_CONDITION_CHARS:
             raise ValidationError(f"A condition is at most {MAX_CONDITION_CHARS} characters.")
-        plan = plan_hooks([], [pattern], [], sources, live.record.project_root)
-        native = [f for f in plan.desired.values() if f.runtime == "native"]
+        pattern, file, line = request.get("function"), request.get("file"), request.get("line")
+        if pattern:
+            target, sites = pattern, self._function_sites(live, pattern, symbols)
+        elif file and line:
+            if condition is not None:
+                raise ValidationError("A condition is only supported on function breakpoints (over the function's "
+                                      "arguments) for now: break at the function with the condition, or at the "
+                                      "line without one.")
+            target, (file, sites) = f"{file}:{line}", self._line_sites(symbols, file, line)
+        else:
+            raise ValidationError("A breakpoint needs `function` (a pattern) or `file` with `line`.")
+        if len(sites) > MAX_ADDRESSES:
+            raise ValidationError(f"'{target}' is at {len(sites)} places; a breakpoint takes at most {MAX_ADDRESSES}. "
+                                  "Narrow it.")
+        bid = f"bp-{state.next_id}"
+        state.next_id += 1
+        return Breakpoint(bid, target, condition, request.get("hitCount"), sites,
+                          function=pattern or None, file=None if pattern else file, line=None if pattern else line)
+
+    @staticmethod
+    def _function_sites(live: LiveSession, pattern: str, symbols: SessionSymbols) -> list[Site]:
+        plan = plan_hooks([], [pattern], [], symbols.sources, live.record.project_root)
+        native = sorted((f for f in plan.desired.values() if f.runtime == "native"), key=lambda f: f.name)
         if not native:
             detail = plan.warnings[0] if plan.warnings else f"Pattern '{pattern}' matched no native function."
             raise ValidationError(f"No breakpoint set: {detail}")
-        if len(native) > MAX_ADDRESSES:
-            raise ValidationError(f"'{pattern}' selects {len(native)} functions; a breakpoint takes at most "
-                                  f"{MAX_ADDRESSES}. Narrow the pattern.")
-        bid = f"bp-{state.next_id}"
-        state.next_id += 1
-        return Breakpoint(bid, pattern, condition, request.get("hitCount"), sorted(native, key=lambda f: f.name))
+        return [Site("entry", f.runtime_address, f.name, f.file, f.info.line, f) for f in native]
+
+    @staticmethod
+    def _line_sites(symbols: SessionSymbols, file: str, line: int) -> tuple[str, list[Site]]:
+        """The loaded modules' code for `file`:`line` (DWARF line tables): each copy's first instruction."""
+        modules = [m for m in symbols.sources if isinstance(m, ModuleSymbols)]
+        named: set[str] = set()
+        sites: list[Site] = []
+        next_lines: set[int] = set()
+        for module in modules:
+            found = line_sites(module.path, file, line)
+            if found is None:
+                continue
+            named.update(found.files)
+            next_lines.update(found.next_lines)
+            for static in found.addresses:
+                where = locate(module.path, static)
+                sites.append(Site("line", static + module.slide, where.function if where else None,
+                                  where.file if where and where.file else found.files[0], line))
+        if not named:
+            raise ValidationError(f"No source file named '{file}' in the line tables of the program's "
+                                  f"{len(modules)} module(s) with debug info: give the file as the program was "
+                                  "built from it (a base name 'main.c', a path suffix 'src/main.c' or absolute).")
+        if len(named) > 1:
+            raise ValidationError(f"'{file}' names {len(named)} source files: {', '.join(sorted(named)[:5])}. "
+                                  "Give more of its path.")
+        if not sites:
+            after = f" The next lines with code: {', '.join(map(str, sorted(next_lines)[:3]))}." if next_lines else ""
+            raise ValidationError(f"Line {line} of {next(iter(named))} has no code (a comment, a declaration, a "
+                                  f"blank line, or code the compiler removed).{after}")
+        return next(iter(named)), sites
 
     async def on_paused(self, live: LiveSession, pid: int, report: PauseReport, stack: bytes) -> None:
         """Store the pause event and list the thread as paused (it waits for resume)."""
@@ -149,22 +192,26 @@ class Breaking:
         try:
             await services.ingest.barrier()
             await services.write(lambda c: None)  # the calls leading up to the stop are committed before it
-            # Described as a crash is (backtrace, registers, frame memory), with one difference: the thread stopped
-            # at the function's first instruction, before its frame exists (rbp is still the caller's), so no
-            # locals are read from the frame (`address` 0 makes describe_crash skip them); its arguments are read
-            # from the registers they arrive in.
-            as_crash = CrashReport(type="crash", tid=report.tid, kind="breakpoint", signal="", address="0x0",
+            # Described as a crash is (backtrace, registers, frame memory, the frame's locals at a line). At a
+            # function's first instruction its frame does not exist yet (rbp is still the caller's), so no locals
+            # are read from it (`address` 0 makes describe_crash skip them); its arguments are read from the
+            # registers they arrive in.
+            bp = live.breakpoints.breakpoints.get(bid)
+            pc = report.registers.get("pc", "0x0")
+            site = next((s for s in bp.sites if hex(s.address) == pc), None) if bp is not None else None
+            at_line = site is not None and site.kind == "line"
+            as_crash = CrashReport(type="crash", tid=report.tid, kind="breakpoint", signal="",
+                                   address=pc if at_line else "0x0",
                                    registers=report.registers, frames=report.frames, stackBase=report.stackBase,
                                    stackSize=report.stackSize, sec=report.sec, nsec=report.nsec)
             event = await asyncio.to_thread(describe_crash, as_crash, stack, pid, locate, thread_name(pid, report.tid))
-            for key in ("signal", "exceptionType", "cause", "signalCode", "address", "locals"):
+            for key in ("signal", "exceptionType", "cause", "signalCode", "address"):
                 event.pop(key, None)
+            if not at_line:
+                event.pop("locals", None)
             event.update(breakpointId=bid, hit=report.hit)
-            bp = live.breakpoints.breakpoints.get(bid)
-            site = next((f for f in bp.sites if hex(f.runtime_address) == report.registers.get("pc")), None) if bp \
-                else None
-            if site is not None:
-                event["arguments"] = entry_arguments(site, report.registers)
+            if site is not None and site.traceable is not None:
+                event["arguments"] = entry_arguments(site.traceable, report.registers)
             if report.conditionError is not None:
                 event["conditionError"] = report.conditionError
             where = event.get("function") or "?"

@@ -351,6 +351,7 @@ class ConditionArg(TypedDict):
 
 class BreakpointSpec(TypedDict):
     id: str
+    kind: Literal["entry", "line"]
     address: str  # hex
     condition: NotRequired[str]
     args: list[ConditionArg]

@@ -12,10 +12,11 @@ from strobe.mcp.registry import Tool, ToolContext
 
 async def breakpoint_(ctx: ToolContext, req: BreakpointRequest) -> dict[str, Any]:
     for add in req.add:
-        if add.function is None:
-            raise ValidationError("Each breakpoint needs `function` (a pattern). Line breakpoints (`file` with "
-                                  "`line`) are not supported yet: break at the function and read its arguments, "
-                                  "or trace it (debug_trace) to see every call.")
+        if add.function is None and (add.file is None or add.line is None):
+            raise ValidationError("Each breakpoint needs `function` (a pattern, as debug_trace takes) or `file` with "
+                                  "`line` (a source line: 'src/main.c' and 42).")
+        if add.function is not None and add.file is not None:
+            raise ValidationError("Give a breakpoint either `function` or `file` with `line`, not both.")
     added = [add.model_dump(exclude_none=True) for add in req.add]
     result = await ctx.manager.breakpoint(req.sessionId, added, req.remove)
     if req.add:
@@ -43,13 +44,15 @@ TOOLS = (
     Tool(
         "debug_breakpoint",
         BreakpointRequest,
-        "Stop a running native program (C, C++, Rust) when it enters a function, to look at its arguments and "
-        "stack before it runs. Only the thread that hits it stops; the program's other threads, tracing and "
-        "output go on. add: [{function (pattern, as debug_trace), condition? (JavaScript over the parameters by "
-        "name: 'n > 100'), hitCount? (stop at the Nth hit)}], remove: [breakpoint ids]. Returns {breakpoints: "
-        "[{id, function, locations: [{function, address, file, line}], condition?, hitCount?}], warnings?}. A hit "
-        "records a 'pause' event (function, file, line, arguments, backtrace, registers); the thread waits for "
-        "debug_continue. Trace (debug_trace) rather than break when you want every call, not one moment.\n"
+        "Stop a running native program (C, C++, Rust) when it enters a function or reaches a source line, to look "
+        "at its arguments, locals and stack at that moment. Only the thread that hits it stops; the program's "
+        "other threads, tracing and output go on. add: [{function (pattern, as debug_trace) | file + line, "
+        "condition? (function breakpoints: JavaScript over the parameters by name, 'n > 100'), hitCount? (stop "
+        "at the Nth hit)}], remove: [breakpoint ids]. Returns {breakpoints: [{id, function | file+line, "
+        "locations: [{function, address, file, line}], condition?, hitCount?}], warnings?}. A hit records a "
+        "'pause' event (function, file, line, arguments at a function's entry, locals at a line, backtrace, "
+        "registers); the thread waits for debug_continue. Trace (debug_trace) rather than break when you want "
+        "every call, not one moment.\n"
         'Example: {"sessionId": "app-2026-02-05-14h32", "add": [{"function": "process_order", "condition": '
         '"qty > 100"}]}',
         breakpoint_,

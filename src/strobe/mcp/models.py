@@ -311,11 +311,14 @@ class BreakpointAdd(StrictModel):
     function: str | None = Field(default=None, min_length=1, max_length=MAX_STRING, description=(
         "A pattern as debug_trace takes ('audio::process_block', 'Parser::*', '**::validate'): the entry of each "
         "native function it selects (at most 64)."))
-    file: str | None = Field(default=None, max_length=MAX_STRING, description="Line breakpoints: not supported yet.")
-    line: int | None = Field(default=None, ge=1, description="Line breakpoints: not supported yet.")
+    file: str | None = Field(default=None, min_length=1, max_length=MAX_STRING, description=(
+        "A source file as the program was built from it: a base name 'main.c', a path suffix 'src/main.c' or "
+        "absolute; with `line`."))
+    line: int | None = Field(default=None, ge=1, le=10_000_000, description=(
+        "The source line: the thread stops at the first instruction of each copy of its code."))
     condition: str | None = Field(default=None, min_length=1, max_length=1000, description=(
-        "A JavaScript expression over the function's integer, char, bool, enum and pointer parameters by name "
-        "(and args[i]): stop only when it is true ('n > 100', 'id === 7 && flags != 0')."))
+        "Function breakpoints: a JavaScript expression over the function's integer, char, bool, enum and "
+        "pointer parameters by name (and args[i]): stop only when it is true ('n > 100', 'id === 7 && flags')."))
     hitCount: int | None = Field(default=None, ge=1, le=1_000_000_000, description=(
         "Stop at this hit only (1: the first); counted among the hits whose condition held."))
 

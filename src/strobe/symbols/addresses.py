@@ -51,7 +51,7 @@ from strobe.symbols.dwarf_forms import (
     parse_abbrev_table,
     read_uleb,
 )
-from strobe.symbols.dwarf_line_rows import LineRows, decode_line_rows
+from strobe.symbols.dwarf_line_rows import END_OF_SEQUENCE, LineRows, decode_line_rows
 from strobe.symbols.dwarf_lines import line_table_files
 from strobe.symbols.dwarf_scan import list_units
 from strobe.symbols.dwarf_unit import DwarfSections, Unit
@@ -82,6 +82,33 @@ def locate(path: str, address: int) -> SourceLocation | None:
     backtrace must be decremented by 1 by the caller (see the module docstring)."""
     binary = _binary(path)
     return None if binary is None else binary.locate(address)
+
+
+@dataclass(frozen=True)
+class LineSites:
+    """Where a source line's code starts in one ELF file (line_sites): `files` the file names of its line tables
+    that `file` named; `addresses` (static) the first address of each run of rows of the line in them (each copy:
+    a loop's condition, an inlined body, a template instance); when there is none, `next_lines`: the next lines of
+    that file that have code (a breakpoint there would stop at the next statement)."""
+
+    files: tuple[str, ...]
+    addresses: tuple[int, ...]
+    next_lines: tuple[int, ...] = ()
+
+
+def line_sites(path: str, file: str, line: int) -> LineSites | None:
+    """The code of `file`:`line` in the ELF file `path` (`file`: absolute, a path suffix 'src/a.c' or a base name).
+    None when the file cannot be read. Every compile unit's line program is decoded (cached with the file)."""
+    binary = _binary(path)
+    return None if binary is None else binary.line_sites(file, line)
+
+
+def _names_file(name: str | None, wanted: str) -> bool:
+    if name is None:
+        return False
+    if os.path.isabs(wanted):
+        return os.path.normpath(name) == os.path.normpath(wanted)
+    return name == wanted or name.endswith("/" + wanted.lstrip("./"))
 
 
 # --- per-file cache --------------------------------------------------------------------------------
@@ -220,6 +247,35 @@ class _Binary:
         return self._symbol_ranges
 
     # --- lines -----------------------------------------------------------------------------------
+    def line_sites(self, wanted: str, line: int) -> LineSites | None:
+        """See line_sites()."""
+        with self.lock:
+            if self.readable is None:
+                self.readable = self._load()
+            if not self.readable or self.sections is None or not self.sections.line:
+                return None
+            files: set[str] = set()
+            addresses: list[int] = []
+            with_code: set[int] = set()
+            for unit in list_units(self.sections)[0]:
+                rows = self._unit_rows(unit.offset)
+                if rows is None:
+                    continue
+                matching = {i for i, name in enumerate(rows.names) if _names_file(name, wanted)}
+                if not matching:
+                    continue
+                files.update(str(rows.names[i]) for i in matching)
+                previous: tuple[int, int] | None = None
+                for address, fi, row_line in zip(rows.addresses, rows.files, rows.lines, strict=True):
+                    key = (fi, row_line)
+                    if fi in matching and row_line > 0:
+                        with_code.add(row_line)
+                        if row_line == line and key != previous:
+                            addresses.append(address)
+                    previous = None if fi == END_OF_SEQUENCE else key
+        next_lines = tuple(sorted(n for n in with_code if n > line)[:3]) if not addresses else ()
+        return LineSites(tuple(sorted(files)), tuple(sorted(set(addresses))), next_lines)
+
     def _line(self, address: int) -> tuple[str | None, int | None] | None:
         if self.sections is None or not self.sections.line:
             return None

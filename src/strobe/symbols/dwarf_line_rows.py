@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from strobe.symbols.dwarf_forms import initial_length, read_sleb, read_uint, read_uleb, u16
 
-_END = -1  # the file column of a row that ends a sequence
+END_OF_SEQUENCE = _END = -1  # the file column of a row that ends a sequence
 
 
 @dataclass(frozen=True, slots=True)
