@@ -161,6 +161,17 @@ async def test_bad_breakpoints_and_continues_say_why(
     with pytest.raises(ToolError) as raised:
         await strobe.call("debug_continue", sessionId=sid)
     assert "no thread is paused" in raised.value.message
+    # Line 12 starts at process_order's entry, where tracing it put a hook's jump: the int3 is refused there.
+    await strobe.call("debug_trace", sessionId=sid, add=["process_order"])
+    answer = await strobe.call("debug_breakpoint", sessionId=sid, add=[{"file": "breaks.c", "line": 12}])
+    assert answer["breakpoints"] == [] and "start of a traced function (process_order)" in answer["warnings"][0]
+    await strobe.call("debug_trace", sessionId=sid, remove=["process_order"])
+    [line_bp] = (await strobe.call("debug_breakpoint", sessionId=sid,
+                                   add=[{"file": "breaks.c", "line": 12}]))["breakpoints"]
+    traced = await strobe.call("debug_trace", sessionId=sid, add=["process_order"])  # and the other way round
+    assert traced["hookedFunctions"] == 0
+    assert any("a line breakpoint is set at its first instruction" in w for w in traced["warnings"]), traced
+    await strobe.call("debug_breakpoint", sessionId=sid, remove=[line_bp["id"]])
     assert "ready\n" in await stdout(strobe, sid)  # the target runs on
     (tmp_path / "quit").touch()
     (tmp_path / "go").touch()

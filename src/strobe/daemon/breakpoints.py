@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 MAX_BREAKPOINTS = 100  # per session
 MAX_ADDRESSES = 64  # functions one breakpoint's pattern may select
 MAX_CONDITION_CHARS = 1000
+HOOK_BYTES = 16  # what an Interceptor hook may overwrite at a traced function's entry
 _SCALARS = {"int": True, "char": True, "enum": True, "uint": False, "bool": False, "pointer": False}
 _REGISTER_BYTES = 8
 
@@ -69,6 +70,19 @@ def entry_arguments(function: TraceableFunction, registers: dict[str, str]) -> d
     return out
 
 
+def under_line_breakpoints(live: LiveSession, desired: dict[Any, TraceableFunction]) -> list[str]:
+    """Leave out of `desired` (hooks about to be made) the functions whose first bytes hold a line breakpoint's
+    int3 (a hook's jump would overwrite it); a warning for each."""
+    lines = [site.address for bp in live.breakpoints.breakpoints.values() for site in bp.sites if site.kind == "line"]
+    warnings: list[str] = []
+    for key, function in list(desired.items()):
+        if function.runtime == "native" and any(0 <= a - function.runtime_address < HOOK_BYTES for a in lines):
+            del desired[key]
+            warnings.append(f"{function.name} was not hooked: a line breakpoint is set at its first instruction. "
+                            "Remove that breakpoint (debug_breakpoint) to trace it.")
+    return warnings
+
+
 class Breaking:
     """Sets breakpoints in a session's launched process and resumes its paused threads."""
 
@@ -91,6 +105,16 @@ class Breaking:
         for request in add:
             made.append(self._resolve(live, request, symbols, state))
         process = live.root
+        for bp in made:  # an int3 must not land on the bytes a trace hook's jump replaced (and the reverse)
+            traced = [f for f in process.hooked.values() if f.runtime == "native"]
+            clash = [s for s in bp.sites if s.kind == "line"
+                     and any(0 <= s.address - f.runtime_address < HOOK_BYTES for f in traced)]
+            if clash:
+                names = ", ".join(sorted({str(s.function) for s in clash}))
+                warnings.append(f"Breakpoint on '{bp.target}': {len(clash)} location(s) at the start of a traced "
+                                f"function ({names}) left out: break at the function instead, or stop tracing it.")
+                bp.sites = [s for s in bp.sites if s not in clash]
+        made = [bp for bp in made if bp.sites]
         specs: list[BreakpointSpec] = []
         for bp in made:
             for n, site in enumerate(bp.sites):

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from strobe.daemon.breakpoint_state import PausedThread
-from strobe.daemon.breakpoints import Breaking
+from strobe.daemon.breakpoints import Breaking, under_line_breakpoints
 from strobe.daemon.children import GONE, ChildFollowing
 from strobe.daemon.crash_store import CrashStorage
 from strobe.daemon.hooking import Hooking
@@ -294,7 +294,7 @@ class SessionManager:
                     symbols.require_debug_info()
                 plan = plan_hooks(live.trace.patterns, add, remove, symbols.sources, live.record.project_root)
                 live.trace.note(plan)
-                warnings += plan.warnings
+                warnings += plan.warnings + under_line_breakpoints(live, plan.desired)
                 if add and live.image.kind in UNTRACED_JAVASCRIPT:
                     warnings.append(untraced_javascript(live.image.kind))
                 live.trace.patterns = plan.patterns
