@@ -35,6 +35,7 @@ function flushAll(): void {
   for (const tracer of all) {
     tracer.flush(true);
   }
+  breakpoints.sendLogged();
 }
 
 function onHooks(request: HooksRequest): void {

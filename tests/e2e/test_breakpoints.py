@@ -187,3 +187,37 @@ async def test_stopping_a_session_with_a_paused_thread_ends_the_process(
     await paused(strobe, sid)
     await strobe.call("debug_stop", sessionId=sid)
     assert subprocess.run(["pgrep", "-f", f"{binary} {tmp_path}"], capture_output=True).returncode == 1
+
+
+async def test_logpoints_record_lines_without_stopping(
+        strobe: StrobeClient, c_target: Callable[[str], Path], tmp_path: Path) -> None:
+    sid = await launch(strobe, c_target("breaks"), tmp_path)
+    answer = await strobe.call("debug_logpoint", sessionId=sid, add=[
+        {"function": "process_order", "message": "order {id} qty={qty} double={qty * 2}", "condition": "qty > 100"},
+        {"file": "breaks.c", "line": 24, "message": "loop body"},
+    ])
+    assert [lp["id"].startswith("lp-") for lp in answer["logpoints"]] == [True, True]
+    with pytest.raises(ToolError) as raised:  # a line's logpoint cannot read arguments
+        await strobe.call("debug_logpoint", sessionId=sid, add=[{"file": "breaks.c", "line": 24, "message": "{id}"}])
+    assert "fixed text" in raised.value.message
+    (tmp_path / "go").touch()
+
+    async def done() -> bool | None:
+        return True if "orders done\n" in await stdout(strobe, sid) else None
+
+    await poll(done, 30, "the orders thread to run through its logpoints without stopping")
+
+    async def logged() -> list[dict[str, Any]] | None:
+        found = await strobe.all_events(sid, eventType="logpoint")
+        return found if len(found) >= 8 else None
+
+    lines = await poll(logged, 30, "the logpoint lines to be stored")
+    texts = [e["text"] for e in lines]
+    assert [t for t in texts if t.startswith("order")] == [
+        "order 3 qty=150 double=300", "order 4 qty=200 double=400", "order 5 qty=250 double=500"]
+    assert texts.count("loop body") == 5
+    assert all(e["threadName"] == "w-orders" for e in lines)
+    assert {e["logpointId"] for e in lines} == {lp["id"] for lp in answer["logpoints"]}
+    assert await strobe.all_events(sid, eventType="pause") == []
+    (tmp_path / "quit").touch()
+    await strobe.wait_for_status(sid, "exited", timeout=30)

@@ -205,6 +205,23 @@ export interface PauseReport {
   nsec: number;
 }
 
+// Lines of logpoints (breakpoints with a message: the thread is not stopped), sent in batches; `dropped`: lines
+// the agent could not queue (the host was too slow to take them).
+export interface LogpointHit {
+  id: string;
+  tid: number;
+  threadName?: string;
+  text: string;
+  sec: number;
+  nsec: number;
+}
+
+export interface LogpointBatch {
+  type: "logpoints";
+  hits: LogpointHit[];
+  dropped: number;
+}
+
 export interface BreakpointFailure {
   id: string;
   error: string;
@@ -219,6 +236,7 @@ export interface BreakpointsUpdated {
 
 export type AgentMessage =
   | PauseReport
+  | LogpointBatch
   | BreakpointsUpdated
   | AgentLoaded
   | ProcessExit
@@ -393,6 +411,7 @@ export interface BreakpointSpec {
   condition?: string; // a JavaScript expression over the arguments by name and `args[i]`
   args: ConditionArg[];
   hitCount?: number; // stop at this hit only (1: the first)
+  log?: string; // a logpoint: this template's text goes to the timeline and the thread is not stopped
 }
 
 // Arm `add` and disarm `remove` (ids); answered with `breakpoints_updated`.

@@ -9,16 +9,18 @@
 // goes away (the daemon detaches, stops or dies), wait() throws and the thread goes on: a process is never left
 // stopped by Strobe.
 
-import { BreakpointFailure, BreakpointSpec, ConditionArg, PauseReport, emit } from "../common/protocol.js";
+import { BreakpointFailure, BreakpointSpec, ConditionArg, LogpointHit, PauseReport, emit } from "../common/protocol.js";
 import { snapshot } from "../common/crash.js";
 import { monotonicNow } from "../common/memory.js";
 
 type Condition = (context: X64CpuContext) => boolean;
+type Message = (context: X64CpuContext) => string;
 
 interface Armed {
   spec: BreakpointSpec;
   disarm: () => void;
   hits: number;
+  message: Message | null; // a logpoint's: written to the timeline, the thread goes on
 }
 
 interface Trap {
@@ -28,6 +30,9 @@ interface Trap {
 }
 
 const INT3 = 0xcc;
+const MAX_LOGGED = 20000; // logpoint lines waiting to be sent; beyond, counted as dropped
+const MAX_LOG_CHARS = 1000;
+const LOG_BATCH_MS = 20;
 const COPY_SIZE = 64; // one relocated instruction (RIP-relative ones grow: ~30 bytes) and the jump back
 
 const IDENTIFIER = /^[A-Za-z_$][\w$]*$/;
@@ -49,18 +54,50 @@ function argValue(context: X64CpuContext, arg: ConditionArg): number {
   return arg.signed && value >= 2 ** (bits - 1) ? value - 2 ** bits : value;
 }
 
-// The condition compiled once: a SyntaxError is the host's to report when the breakpoint is set.
+// A JavaScript expression over the arguments by name and `args`, compiled once: a SyntaxError is the host's to
+// report when the breakpoint is set.
+function expression(spec: BreakpointSpec, text: string): (context: X64CpuContext) => unknown {
+  const named = spec.args.filter((a) => IDENTIFIER.test(a.name) && !RESERVED.has(a.name));
+  // eslint-disable-next-line @typescript-eslint/no-implied-eval
+  const body = new Function(...named.map((a) => a.name), "args", `"use strict"; return (${text});`);
+  return (context) => {
+    const args = spec.args.map((a) => argValue(context, a));
+    return body(...named.map((a) => args[spec.args.indexOf(a)]), args);
+  };
+}
+
 function compile(spec: BreakpointSpec): Condition | null {
   if (spec.condition === undefined || spec.condition.trim() === "") {
     return null;
   }
-  const named = spec.args.filter((a) => IDENTIFIER.test(a.name) && !RESERVED.has(a.name));
-  // eslint-disable-next-line @typescript-eslint/no-implied-eval
-  const body = new Function(...named.map((a) => a.name), "args", `"use strict"; return (${spec.condition});`);
-  return (context) => {
-    const args = spec.args.map((a) => argValue(context, a));
-    return Boolean(body(...named.map((a) => args[spec.args.indexOf(a)]), args));
-  };
+  const condition = expression(spec, spec.condition);
+  return (context) => Boolean(condition(context));
+}
+
+// A logpoint's template, "n={n} total={args[1] * 2}": text with `{expression}` parts, each evaluated like a
+// condition (a part that throws shows `<error: ...>`).
+function template(spec: BreakpointSpec): Message | null {
+  if (spec.log === undefined) {
+    return null;
+  }
+  const parts: (string | ((context: X64CpuContext) => unknown))[] = [];
+  const pattern = /\{([^{}]+)\}/g;
+  let last = 0;
+  for (let found = pattern.exec(spec.log); found !== null; found = pattern.exec(spec.log)) {
+    parts.push(spec.log.slice(last, found.index), expression(spec, found[1]));
+    last = found.index + found[0].length;
+  }
+  parts.push(spec.log.slice(last));
+  return (context) => parts.map((part) => {
+    if (typeof part === "string") {
+      return part;
+    }
+    try {
+      return String(part(context));
+    } catch (e) {
+      return `<error: ${e}>`;
+    }
+  }).join("");
 }
 
 export class Breakpoints {
@@ -96,7 +133,7 @@ export class Breakpoints {
     this.armed.get(spec.id)?.disarm();
     this.armed.delete(spec.id);
     const condition = compile(spec);
-    const state: Armed = { spec, disarm: () => {}, hits: 0 };
+    const state: Armed = { spec, disarm: () => {}, hits: 0, message: template(spec) };
     if (spec.kind === "line") {
       this.armTrap(state, condition);
     } else {
@@ -188,7 +225,62 @@ export class Breakpoints {
     if (wanted !== undefined && state.hits !== wanted) {
       return;
     }
+    if (state.message !== null) {
+      this.log(state, state.message, context, tid, conditionError);
+      return;
+    }
     this.pause(state, context, tid, conditionError);
+  }
+
+  private readonly logged: LogpointHit[] = [];
+  private dropped = 0;
+  private sending = false;
+
+  // A logpoint's line, queued and sent in batches (a message per hit would cost more than the hit).
+  private log(state: Armed, message: Message, context: X64CpuContext, tid: number,
+              conditionError: string | undefined): void {
+    if (this.logged.length >= MAX_LOGGED) {
+      this.dropped += 1;
+      return;
+    }
+    const [sec, nsec] = monotonicNow();
+    const text = conditionError === undefined ? message(context) : `<condition failed: ${conditionError}>`;
+    const hit: LogpointHit = { id: state.spec.id, tid, text: text.slice(0, MAX_LOG_CHARS), sec, nsec };
+    const name = this.threadName(tid);
+    if (name !== null) {
+      hit.threadName = name;
+    }
+    this.logged.push(hit);
+    if (!this.sending) {
+      this.sending = true;
+      setTimeout(() => this.sendLogged(), LOG_BATCH_MS);
+    }
+  }
+
+  private readonly names = new Map<number, string | null>();
+
+  // The thread's name when it first logs (read while it runs: it may be gone when the host stores the line).
+  private threadName(tid: number): string | null {
+    let name = this.names.get(tid);
+    if (name === undefined) {
+      try {
+        name = File.readAllText(`/proc/self/task/${tid}/comm`).trim() || null;
+      } catch {
+        name = null;
+      }
+      this.names.set(tid, name);
+    }
+    return name;
+  }
+
+  sendLogged(): void {
+    this.sending = false;
+    if (this.logged.length === 0 && this.dropped === 0) {
+      return;
+    }
+    const hits = this.logged.splice(0, this.logged.length);
+    emit({ type: "logpoints", hits, dropped: this.dropped });
+    this.dropped = 0;
   }
 
   private pause(state: Armed, context: X64CpuContext, tid: number, conditionError: string | undefined): void {

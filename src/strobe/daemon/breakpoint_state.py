@@ -3,11 +3,14 @@ resumes them); kept on the LiveSession."""
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from strobe.daemon.symbols import TraceableFunction
+from strobe.instrument.protocol import LogpointHit
+from strobe.store.schema import EventKind
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,7 @@ class Breakpoint:
     condition: str | None
     hit_count: int | None
     sites: list[Site] = field(default_factory=list)
+    log: str | None = None  # a logpoint's message template (the thread is not stopped)
     function: str | None = None  # the pattern, for a function breakpoint
     file: str | None = None  # the source file (as its line table names it) and line, for a line breakpoint
     line: int | None = None
@@ -46,6 +50,8 @@ class Breakpoint:
         out["locations"] = [site.answer() for site in self.sites]
         if self.sites:
             out["address"] = hex(self.sites[0].address)
+        if self.log is not None:
+            out["message"] = self.log
         if self.condition is not None:
             out["condition"] = self.condition
         if self.hit_count is not None:
@@ -87,3 +93,14 @@ def _frame_text(frame: dict[str, Any]) -> str:
     if frame.get("file"):
         where += f" ({frame['file']}:{frame.get('line', '?')})"
     return str(where)
+
+
+def logpoint_row(session: int, pid: int, hit: LogpointHit, start_ns: int) -> tuple[Any, ...]:
+    """An events row (EVENT_COLUMNS order) for a logpoint's line: its text; which logpoint and the thread's name in
+    the extra JSON."""
+    ts = hit.sec * 1_000_000_000 + hit.nsec - start_ns
+    extra: dict[str, Any] = {"logpointId": hit.id.split("#", 1)[0]}
+    if hit.threadName:
+        extra["threadName"] = hit.threadName
+    return (session, ts, int(EventKind.LOGPOINT), pid, hit.tid, None, None, None, None, None, hit.text, None,
+            json.dumps(extra, separators=(",", ":")))

@@ -89,12 +89,17 @@ class Breaking:
     def __init__(self, services: Services) -> None:
         self._services = services
 
-    async def update(self, live: LiveSession, add: list[dict[str, Any]], remove: list[str]) -> dict[str, Any]:
+    async def update(self, live: LiveSession, add: list[dict[str, Any]], remove: list[str],
+                     logpoints: bool = False) -> dict[str, Any]:
+        """Add and remove breakpoints, or logpoints (each request has a `log` template): the answer lists the
+        session's breakpoints (or logpoints)."""
         state = live.breakpoints
-        unknown = [bid for bid in remove if bid not in state.breakpoints]
+        word, key = ("logpoint", "logpoints") if logpoints else ("breakpoint", "breakpoints")
+        mine = {bid for bid, bp in state.breakpoints.items() if (bp.log is not None) == logpoints}
+        unknown = [bid for bid in remove if bid not in mine]
         if unknown:
-            raise ValidationError(f"No breakpoint {', '.join(unknown)} in session {live.record.id}; the session's "
-                                  f"breakpoints are: {', '.join(state.breakpoints) or 'none'}.")
+            raise ValidationError(f"No {word} {', '.join(unknown)} in session {live.record.id}; the session's "
+                                  f"{key} are: {', '.join(sorted(mine)) or 'none'}.")
         if len(state.breakpoints) - len(remove) + len(add) > MAX_BREAKPOINTS:
             raise ValidationError(f"A session holds at most {MAX_BREAKPOINTS} breakpoints; remove some first.")
         symbols = await live.image.symbols
@@ -125,6 +130,8 @@ class Breaking:
                     spec["condition"] = bp.condition
                 if bp.hit_count is not None:
                     spec["hitCount"] = bp.hit_count
+                if bp.log is not None:
+                    spec["log"] = bp.log
                 specs.append(spec)
         gone = [f"{bid}#{n}" for bid in remove for n in range(len(state.breakpoints[bid].sites))]
         handle = process.handle
@@ -141,7 +148,8 @@ class Breaking:
                 warnings.append(f"Breakpoint {bp.id} on '{bp.target}': {len(errors)} of its {len(bp.sites)} "
                                 f"locations could not be armed ({errors[0]}).")
             state.breakpoints[bp.id] = bp
-        answer: dict[str, Any] = {"breakpoints": [bp.answer() for bp in state.breakpoints.values()]}
+        answer: dict[str, Any] = {key: [bp.answer() for bp in state.breakpoints.values()
+                                        if (bp.log is not None) == logpoints]}
         if warnings:
             answer["warnings"] = warnings
         return answer
@@ -165,9 +173,13 @@ class Breaking:
         if len(sites) > MAX_ADDRESSES:
             raise ValidationError(f"'{target}' is at {len(sites)} places; a breakpoint takes at most {MAX_ADDRESSES}. "
                                   "Narrow it.")
-        bid = f"bp-{state.next_id}"
+        log = request.get("log")
+        if log is not None and not pattern and "{" in log:
+            raise ValidationError("A logpoint at a line shows fixed text for now ({expressions} read a function's "
+                                  "arguments, at its entry): put the logpoint on the function to show them.")
+        bid = f"{'lp' if log is not None else 'bp'}-{state.next_id}"
         state.next_id += 1
-        return Breakpoint(bid, target, condition, request.get("hitCount"), sites,
+        return Breakpoint(bid, target, condition, request.get("hitCount"), sites, log=log,
                           function=pattern or None, file=None if pattern else file, line=None if pattern else line)
 
     @staticmethod

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from strobe.daemon.argtypes import ArgumentTypes
-from strobe.daemon.breakpoint_state import SessionBreakpoints
+from strobe.daemon.breakpoint_state import SessionBreakpoints, logpoint_row
 from strobe.daemon.ingest import IngestWorker, SlotTable
 from strobe.daemon.memory import SessionPolls, snapshot_row
 from strobe.daemon.process import ProcessImage, TracedProcess
@@ -26,6 +26,7 @@ from strobe.daemon.tracing import SessionTrace
 from strobe.daemon.watches import Watch, WatchSpec
 from strobe.instrument.protocol import (
     CrashReport,
+    LogpointBatch,
     PauseReport,
     PollComplete,
     PyState,
@@ -132,6 +133,14 @@ class LiveSession:
 
     def on_paused(self, pid: int, report: PauseReport, stack: bytes) -> None:
         self.loop.call_soon_threadsafe(self.events.paused, self, pid, report, stack)
+
+    def on_logpoints(self, pid: int, batch: LogpointBatch) -> None:
+        rows = [logpoint_row(self.record.key, pid, hit, self.start_ns) for hit in batch.hits]
+        if rows:
+            self.writer.submit_rows(rows)
+        if batch.dropped:
+            log.warning("session %s: pid %d: %d logpoint lines dropped by the agent (too many too fast)",
+                        self.record.id, pid, batch.dropped)
 
     def on_trace_batch(self, pid: int, batch: TraceBatch, data: bytes) -> None:
         process = self.processes.get(pid)

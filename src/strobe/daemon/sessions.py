@@ -397,10 +397,11 @@ class SessionManager:
 
     # ---- breakpoints ---------------------------------------------------------------------------------
 
-    async def breakpoint(self, session_id: str, add: list[dict[str, Any]], remove: list[str]) -> dict[str, Any]:
-        live = await self.sessions.require_live(session_id, "setting breakpoints")
+    async def breakpoint(self, session_id: str, add: list[dict[str, Any]], remove: list[str],
+                         logpoints: bool = False) -> dict[str, Any]:
+        live = await self.sessions.require_live(session_id, "setting logpoints" if logpoints else "setting breakpoints")
         async with live.trace_lock:
-            return await self.breaking.update(live, add, remove)
+            return await self.breaking.update(live, add, remove, logpoints)
 
     async def resume(self, session_id: str, thread: int | None) -> list[PausedThread]:
         """Let a paused thread (or every one) go on; returns those resumed."""

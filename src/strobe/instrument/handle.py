@@ -26,6 +26,7 @@ from strobe.instrument.protocol import (
     HooksUpdated,
     LifelineRequest,
     LifelineState,
+    LogpointBatch,
     ModuleInfo,
     PauseReport,
     PollComplete,
@@ -82,6 +83,9 @@ class ProcessObserver(Protocol):
 
     def on_paused(self, pid: int, report: PauseReport, stack: bytes) -> None:
         """A thread stopped at a breakpoint; it waits until ProcessHandle.resume_thread(tid)."""
+
+    def on_logpoints(self, pid: int, batch: LogpointBatch) -> None:
+        """Lines of logpoints (no thread stopped)."""
 
     def on_crash(self, pid: int, report: CrashReport, stack: bytes) -> None:
         """A fatal signal; the crashing thread waits until ProcessHandle.ack_crash()."""

@@ -42,6 +42,7 @@ from strobe.instrument.protocol import (
     FollowUpdated,
     HooksUpdated,
     LifelineState,
+    LogpointBatch,
     PauseReport,
     PollComplete,
     ProcessExit,
@@ -324,6 +325,8 @@ class Launcher:
             handle.deliver_reply(payload, data)
         elif isinstance(payload, PauseReport):
             handle.observer.on_paused(handle.pid, payload, data or b"")
+        elif isinstance(payload, LogpointBatch):
+            handle.observer.on_logpoints(handle.pid, payload)
         elif isinstance(payload, PyBatch):
             handle.observer.on_py_batch(handle.pid, data or b"")
         elif isinstance(payload, PyState):

@@ -215,6 +215,23 @@ class PauseReport(BaseModel):
     nsec: int
 
 
+class LogpointHit(BaseModel):
+    id: str
+    tid: int
+    threadName: str | None = None
+    text: str
+    sec: int
+    nsec: int
+
+
+class LogpointBatch(BaseModel):
+    """Lines of logpoints (agent/src/native/breakpoints.ts), sent in batches; `dropped`: lines it could not queue."""
+
+    type: Literal["logpoints"]
+    hits: list[LogpointHit]
+    dropped: int
+
+
 class BreakpointFailure(BaseModel):
     id: str
     error: str
@@ -229,7 +246,7 @@ class BreakpointsUpdated(BaseModel):
 AnyAgentMessage = (
     AgentLoaded | ProcessExit | AgentLog | HooksUpdated | TraceBatch | SamplingStateChange | Flushed
     | ReadResponse | VariableSnapshot | PollComplete | WatchesUpdated | FollowUpdated | CrashReport
-    | PySetupDone | PyState | PyBatch | LifelineState | PauseReport | BreakpointsUpdated
+    | PySetupDone | PyState | PyBatch | LifelineState | PauseReport | BreakpointsUpdated | LogpointBatch
 )
 AgentMessage = Annotated[AnyAgentMessage, Field(discriminator="type")]
 agent_message_adapter: TypeAdapter[AnyAgentMessage] = TypeAdapter(AgentMessage)
@@ -356,6 +373,7 @@ class BreakpointSpec(TypedDict):
     condition: NotRequired[str]
     args: list[ConditionArg]
     hitCount: NotRequired[int]
+    log: NotRequired[str]
 
 
 class BreakpointsRequest(TypedDict):

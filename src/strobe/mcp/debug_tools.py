@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from strobe.errors import ValidationError
-from strobe.mcp.models import BreakpointRequest, ContinueRequest
+from strobe.mcp.models import BreakpointRequest, ContinueRequest, LogpointRequest
 from strobe.mcp.registry import Tool, ToolContext
 
 
@@ -25,6 +25,19 @@ async def breakpoint_(ctx: ToolContext, req: BreakpointRequest) -> dict[str, Any
             f"debug_query({{sessionId: '{req.sessionId}', eventType: 'pause'}}) shows where, its arguments and "
             f"backtrace; debug_list_sessions lists paused threads. Resume with debug_continue({{sessionId: "
             f"'{req.sessionId}'}}).")
+    return result
+
+
+async def logpoint(ctx: ToolContext, req: LogpointRequest) -> dict[str, Any]:
+    for add in req.add:
+        if (add.function is None) == (add.file is None or add.line is None):
+            raise ValidationError("Each logpoint needs either `function` (a pattern) or `file` with `line`.")
+    added = [{k: v for k, v in add.model_dump(exclude_none=True).items() if k != "message"} | {"log": add.message}
+             for add in req.add]
+    result = await ctx.manager.breakpoint(req.sessionId, added, req.remove, logpoints=True)
+    if req.add:
+        result["nextSteps"] = (f"Each hit records a 'logpoint' event without stopping the program: debug_query"
+                               f"({{sessionId: '{req.sessionId}', eventType: 'logpoint'}}).")
     return result
 
 
@@ -56,6 +69,20 @@ TOOLS = (
         'Example: {"sessionId": "app-2026-02-05-14h32", "add": [{"function": "process_order", "condition": '
         '"qty > 100"}]}',
         breakpoint_,
+    ),
+    Tool(
+        "debug_logpoint",
+        LogpointRequest,
+        "Record a line in the timeline each time a native function is entered (or a source line reached), "
+        "without stopping the program: a printf you add to the running program. add: [{function | file + line, "
+        "message ('order {id} qty={qty}': {expressions} over the function's parameters by name), condition? "
+        "(JavaScript over the parameters)}], remove: [logpoint ids]. Returns {logpoints: [{id, function | "
+        "file+line, message, locations}]}. Each hit is a 'logpoint' event (text, threadId, logpointId) in "
+        "debug_query, between the other events. Cheaper than a breakpoint and readable like output; trace "
+        "(debug_trace) instead for every argument and return value of every call.\n"
+        'Example: {"sessionId": "app-2026-02-05-14h32", "add": [{"function": "process_order", "message": '
+        '"order {id} qty={qty}", "condition": "qty > 100"}]}',
+        logpoint,
     ),
     Tool(
         "debug_continue",

@@ -15,7 +15,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from strobe.store.query import parse_time
 
-EVENT_TYPES = ("function_enter", "function_exit", "stdout", "stderr", "crash", "variable_snapshot", "pause")
+EVENT_TYPES = ("function_enter", "function_exit", "stdout", "stderr", "crash", "variable_snapshot", "pause",
+               "logpoint")
 MAX_QUERY_LIMIT = 500
 MAX_STRING = 4096  # every string parameter unless said otherwise: a path (PATH_MAX), a name, a pattern
 MAX_ARGUMENT = 131_072  # a command-line argument or environment value (Linux's MAX_ARG_STRLEN)
@@ -106,7 +107,7 @@ class ThreadNameMatch(StrictModel):
 class QueryRequest(StrictModel):
     sessionId: str = Field(min_length=1, max_length=MAX_ID)
     eventType: Literal[
-        "function_enter", "function_exit", "stdout", "stderr", "crash", "variable_snapshot", "pause"
+        "function_enter", "function_exit", "stdout", "stderr", "crash", "variable_snapshot", "pause", "logpoint"
     ] | None = None
     function: FunctionMatch | None = None
     sourceFile: SourceFileMatch | None = None
@@ -335,3 +336,20 @@ class ContinueRequest(StrictModel):
         "continue: the paused thread goes on (stepping is not supported yet)."))
     threadId: int | None = Field(default=None, ge=1, description=(
         "The paused thread to resume; omitted: every paused thread of the session."))
+
+
+class LogpointAdd(StrictModel):
+    function: str | None = Field(default=None, min_length=1, max_length=MAX_STRING, description=(
+        "A pattern as debug_trace takes: a line at the entry of each native function it selects (at most 64)."))
+    file: str | None = Field(default=None, min_length=1, max_length=MAX_STRING, description="With `line`.")
+    line: int | None = Field(default=None, ge=1, le=10_000_000, description="A source line (fixed text only).")
+    message: str = Field(min_length=1, max_length=1000, description=(
+        "The line to record: text with {expressions} over the function's parameters by name ('n={n} id={id}')."))
+    condition: str | None = Field(default=None, min_length=1, max_length=1000, description=(
+        "Record only when this JavaScript expression over the parameters is true."))
+
+
+class LogpointRequest(StrictModel):
+    sessionId: str = Field(min_length=1, max_length=MAX_ID)
+    add: list[LogpointAdd] = Field(default_factory=list, max_length=16)
+    remove: list[str] = Field(default_factory=list, max_length=100, description="Logpoint ids to remove.")

@@ -115,7 +115,7 @@ def event(row: EventRow, session_id: str, verbose: bool) -> dict[str, Any]:
             out["returnType"] = plan.return_type if plan is not None else values.return_type(row.retval)
     if row.text is not None:
         out["text"] = row.text
-    if kind in (EventKind.CRASH, EventKind.PAUSE):  # the point of a crash or a pause: every detail, verbose or not
+    if kind in (EventKind.CRASH, EventKind.PAUSE, EventKind.LOGPOINT):  # every detail, verbose or not
         out.update(pid=row.pid, threadId=row.tid, threadName=row.thread_name)
         out.update(row.extra or {})
         return _present(out)

@@ -29,6 +29,7 @@ class EventKind(IntEnum):
     CRASH = 5
     VARIABLE_SNAPSHOT = 6
     PAUSE = 7  # a thread stopped at a breakpoint
+    LOGPOINT = 8  # a logpoint's line
 
     @property
     def wire_name(self) -> str:
