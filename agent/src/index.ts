@@ -6,7 +6,7 @@
 import { installCrashHandler } from "./common/crash.js";
 import { installExitHooks } from "./common/exit.js";
 import { installLifeline } from "./common/forks.js";
-import { onReadMemory } from "./common/memory.js";
+import { onReadMemory, onWriteMemory } from "./common/memory.js";
 import {
   BreakpointsRequest,
   emit,
@@ -18,6 +18,7 @@ import {
   PySetupRequest,
   ReadMemoryRequest,
   WatchesRequest,
+  WriteMemoryRequest,
 } from "./common/protocol.js";
 import { Breakpoints } from "./native/breakpoints.js";
 import { RECORD_SIZE } from "./native/layout.js";
@@ -85,6 +86,11 @@ function onBreakpoints(request: BreakpointsRequest): void {
   emit({ type: "breakpoints_updated", requestId: request.requestId, failed });
 }
 
+function onWrite(request: WriteMemoryRequest): void {
+  recv("write_memory", onWrite);
+  onWriteMemory(request);
+}
+
 function onRead(request: ReadMemoryRequest): void {
   recv("read_memory", onRead);
   onReadMemory(request);
@@ -101,6 +107,7 @@ recv("follow", onFollow);
 recv("py_setup", onPySetup);
 recv("py_command", onPyCommand);
 recv("breakpoints", onBreakpoints);
+recv("write_memory", onWrite);
 for (const tracer of all) {
   tracer.start();
 }

@@ -16,6 +16,17 @@ from tests.conftest import StrobeClient, ToolError, poll
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
+SOURCE = Path(__file__).parents[1] / "targets" / "breaks.c"
+
+
+def line_of(needle: str) -> int:
+    text = SOURCE.read_text()
+    return text[: text.index(needle)].count("\n") + 1
+
+
+ENTRY = line_of("int process_order(")  # process_order's first line: its entry
+LOOP_BODY = line_of("process_order(id, id * 50);")
+
 
 async def launch(strobe: StrobeClient, binary: Path, control: Path) -> str:
     launched = await strobe.call("debug_launch", command=str(binary), args=[str(control)], projectRoot=str(control))
@@ -52,7 +63,7 @@ async def test_a_conditional_breakpoint_stops_one_thread_until_continued(
                                add=[{"function": "process_order", "condition": "qty > 100"}])
     [bp] = answer["breakpoints"]
     assert bp["function"] == "process_order" and bp["condition"] == "qty > 100"
-    assert bp["locations"][0]["file"].endswith("breaks.c") and bp["locations"][0]["line"] == 12
+    assert bp["locations"][0]["file"].endswith("breaks.c") and bp["locations"][0]["line"] == ENTRY
     (tmp_path / "go").touch()
 
     [thread] = await paused(strobe, sid)
@@ -60,7 +71,7 @@ async def test_a_conditional_breakpoint_stops_one_thread_until_continued(
     assert any("orders" in frame for frame in thread["backtrace"]), thread["backtrace"]
     [pause] = await strobe.all_events(sid, eventType="pause")
     assert pause["arguments"] == {"id": 3, "qty": 150}  # orders 1 and 2 (qty 50, 100) did not meet the condition
-    assert pause["threadName"] == "w-orders" and pause["line"] == 12 and pause["hit"] == 1
+    assert pause["threadName"] == "w-orders" and pause["line"] == ENTRY and pause["hit"] == 1
     assert pause["registers"]["rdi"] == "0x3"
     printed = await stdout(strobe, sid)
     assert "order 2 qty 100 total 150\n" in printed and not any(t.startswith("order 3") for t in printed)
@@ -97,14 +108,14 @@ async def test_a_line_breakpoint_shows_the_frames_locals(
     """At the line inside the loop of orders() the frame exists: the pause shows its locals (the loop's `id`), read
     through DWARF from the stack; the int3 stays armed for the next iteration (hitCount counts them)."""
     sid = await launch(strobe, c_target("breaks"), tmp_path)
-    answer = await strobe.call("debug_breakpoint", sessionId=sid, add=[{"file": "breaks.c", "line": 24,
+    answer = await strobe.call("debug_breakpoint", sessionId=sid, add=[{"file": "breaks.c", "line": LOOP_BODY,
                                                                         "hitCount": 3}])
     [bp] = answer["breakpoints"]
-    assert (bp["file"].endswith("tests/targets/breaks.c"), bp["line"]) == (True, 24)
+    assert (bp["file"].endswith("tests/targets/breaks.c"), bp["line"]) == (True, LOOP_BODY)
     assert [loc["function"] for loc in bp["locations"]] == ["orders"]
     (tmp_path / "go").touch()
     [thread] = await paused(strobe, sid)
-    assert (thread["function"], thread["line"], thread["threadName"]) == ("orders", 24, "w-orders")
+    assert (thread["function"], thread["line"], thread["threadName"]) == ("orders", LOOP_BODY, "w-orders")
     [pause] = await strobe.all_events(sid, eventType="pause")
     assert pause["hit"] == 3
     assert pause["locals"]["id"] == 3, pause["locals"]  # stopped before the third call
@@ -144,9 +155,10 @@ async def test_bad_breakpoints_and_continues_say_why(
     sid = await launch(strobe, c_target("breaks"), tmp_path)
     cases: list[tuple[dict[str, Any], str]] = [
         ({"add": [{"function": "no_such_function"}]}, "matched no function"),
-        ({"add": [{"file": "breaks.c", "line": 18}]}, "has no code"),
+        ({"add": [{"file": "breaks.c", "line": line_of("static void *orders") - 1}]}, "has no code"),
         ({"add": [{"file": "nosuch.c", "line": 3}]}, "No source file named 'nosuch.c'"),
-        ({"add": [{"file": "breaks.c", "line": 13, "condition": "qty > 1"}]}, "only supported on function"),
+        ({"add": [{"file": "breaks.c", "line": line_of("g_total += qty;"), "condition": "qty > 1"}]},
+         "only supported on function"),
         ({"add": [{"function": "process_order", "condition": "qty >"}]}, "SyntaxError"),
         ({"remove": ["bp-99"]}, "No breakpoint bp-99"),
     ]
@@ -161,13 +173,13 @@ async def test_bad_breakpoints_and_continues_say_why(
     with pytest.raises(ToolError) as raised:
         await strobe.call("debug_continue", sessionId=sid)
     assert "no thread is paused" in raised.value.message
-    # Line 12 starts at process_order's entry, where tracing it put a hook's jump: the int3 is refused there.
+    # The ENTRY line starts at process_order's entry, where tracing it put a hook's jump: the int3 is refused.
     await strobe.call("debug_trace", sessionId=sid, add=["process_order"])
-    answer = await strobe.call("debug_breakpoint", sessionId=sid, add=[{"file": "breaks.c", "line": 12}])
+    answer = await strobe.call("debug_breakpoint", sessionId=sid, add=[{"file": "breaks.c", "line": ENTRY}])
     assert answer["breakpoints"] == [] and "start of a traced function (process_order)" in answer["warnings"][0]
     await strobe.call("debug_trace", sessionId=sid, remove=["process_order"])
     [line_bp] = (await strobe.call("debug_breakpoint", sessionId=sid,
-                                   add=[{"file": "breaks.c", "line": 12}]))["breakpoints"]
+                                   add=[{"file": "breaks.c", "line": ENTRY}]))["breakpoints"]
     traced = await strobe.call("debug_trace", sessionId=sid, add=["process_order"])  # and the other way round
     assert traced["hookedFunctions"] == 0
     assert any("a line breakpoint is set at its first instruction" in w for w in traced["warnings"]), traced
@@ -194,11 +206,12 @@ async def test_logpoints_record_lines_without_stopping(
     sid = await launch(strobe, c_target("breaks"), tmp_path)
     answer = await strobe.call("debug_logpoint", sessionId=sid, add=[
         {"function": "process_order", "message": "order {id} qty={qty} double={qty * 2}", "condition": "qty > 100"},
-        {"file": "breaks.c", "line": 24, "message": "loop body"},
+        {"file": "breaks.c", "line": LOOP_BODY, "message": "loop body"},
     ])
     assert [lp["id"].startswith("lp-") for lp in answer["logpoints"]] == [True, True]
     with pytest.raises(ToolError) as raised:  # a line's logpoint cannot read arguments
-        await strobe.call("debug_logpoint", sessionId=sid, add=[{"file": "breaks.c", "line": 24, "message": "{id}"}])
+        await strobe.call("debug_logpoint", sessionId=sid, add=[{"file": "breaks.c", "line": LOOP_BODY,
+                                                                          "message": "{id}"}])
     assert "fixed text" in raised.value.message
     (tmp_path / "go").touch()
 
@@ -219,5 +232,33 @@ async def test_logpoints_record_lines_without_stopping(
     assert all(e["threadName"] == "w-orders" for e in lines)
     assert {e["logpointId"] for e in lines} == {lp["id"] for lp in answer["logpoints"]}
     assert await strobe.all_events(sid, eventType="pause") == []
+    (tmp_path / "quit").touch()
+    await strobe.wait_for_status(sid, "exited", timeout=30)
+
+
+async def test_writes_change_what_the_program_does(
+        strobe: StrobeClient, c_target: Callable[[str], Path], tmp_path: Path) -> None:
+    sid = await launch(strobe, c_target("breaks"), tmp_path)
+    [by_name] = (await strobe.call("debug_write", sessionId=sid, targets=[{"variable": "g_total", "value": 1000}]))[
+        "results"]
+    assert (by_name["previousValue"], by_name["newValue"], by_name["type"]) == (0, 1000, "int")
+    [raw] = (await strobe.call("debug_write", sessionId=sid, targets=[
+        {"address": by_name["address"], "type": "i32", "value": "2000"}]))["results"]
+    assert (raw["previousValue"], raw["newValue"]) == (1000, 2000)
+    refused = (await strobe.call("debug_write", sessionId=sid, targets=[
+        {"variable": "g_limit", "value": 1},  # const: in read-only memory
+        {"variable": "g_total", "value": 1 << 40},  # does not fit an int
+        {"variable": "g_total", "value": "many"},
+        {"variable": "no_such_global", "value": 1},
+    ]))["results"]
+    assert "not writable" in refused[0]["error"], refused[0]
+    assert "does not fit" in refused[1]["error"] and "not a number" in refused[2]["error"]
+    assert "no_such_global" in refused[3]["error"]
+    (tmp_path / "go").touch()
+
+    async def first_order() -> str | None:
+        return next((t for t in await stdout(strobe, sid) if t.startswith("order 1 ")), None)
+
+    assert await poll(first_order, 30, "the first order") == "order 1 qty 50 total 2050\n"  # 2000 + 50
     (tmp_path / "quit").touch()
     await strobe.wait_for_status(sid, "exited", timeout=30)

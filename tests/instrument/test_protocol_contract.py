@@ -110,6 +110,7 @@ REPLIES: dict[str, Any] = {  # what the agent answers each request with
     "lifeline": lambda rid: protocol.LifelineState(type="lifeline_state", requestId=rid, scope="group"),
     "release": lambda rid: protocol.LifelineState(type="lifeline_state", requestId=rid, scope="none"),
     "breakpoints": lambda rid: protocol.BreakpointsUpdated(type="breakpoints_updated", requestId=rid, failed=[]),
+    "write_memory": lambda rid: protocol.MemoryWritten(type="memory_written", requestId=rid, results=[]),
 }
 BREAKPOINT: dict[str, Any] = {"id": "bp-1", "kind": "entry", "address": "0x401000", "condition": "n > 3", "hitCount": 2,
                               "args": [{"name": "n", "reg": "rdi", "size": 4, "signed": True}]}
@@ -165,6 +166,7 @@ def test_what_the_host_posts_fits_the_agent_interfaces() -> None:
     handle.py_command('{"cmd": "depth", "depth": 2}')
     handle.ack_crash()
     handle.set_breakpoints([cast(Any, BREAKPOINT)], ["bp-0"])
+    handle.write_memory([{"recipe": cast(Any, RECIPE), "data": "2a000000"}])
     handle.resume_thread(4243)
     handle.release()
     Launcher()._on_message(handle, {"type": "send", "payload": {"type": "process_exit", "code": 3}}, None)

@@ -8,8 +8,10 @@
 #include "control.h"
 
 int g_total = 0;
+const int g_limit = 1000;
 
 __attribute__((noinline)) int process_order(int id, int qty) {
+    if (qty > g_limit) return -1;
     g_total += qty;
     printf("order %d qty %d total %d\n", id, qty, g_total);
     fflush(stdout);

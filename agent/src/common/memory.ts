@@ -1,9 +1,11 @@
-// Live memory reads (debug_read). The host resolves variables from DWARF into flat recipes: a root
+// Live memory reads (debug_read) and writes (debug_write). The host resolves variables from DWARF into flat recipes: a root
 // address already relocated, pointer dereferences along the way, then `size` bytes to copy. This module
 // only follows pointers and copies bytes; decoding into values happens on the host. A read never
 // crashes the target: Frida turns an access violation into an exception, reported per target.
 
-import { emit, PollSpec, ReadMemoryRequest, ReadRecipe, ReadResult } from "./protocol.js";
+import {
+  emit, PollSpec, ReadMemoryRequest, ReadRecipe, ReadResult, WriteMemoryRequest, WriteResult, WriteTarget,
+} from "./protocol.js";
 
 const MAX_STRING = 1024;
 
@@ -194,3 +196,51 @@ export function onReadMemory(request: ReadMemoryRequest): void {
   emit({ type: "read_response", requestId: request.requestId, results }, data);
 }
 
+
+// debug_write: each target's recipe is followed as a read's is (checked), and its bytes replaced, only in memory
+// mapped writable (never code or read-only data); the answer has the bytes before and after.
+export function onWriteMemory(request: WriteMemoryRequest): void {
+  const results = request.targets.map((target) => writeOne(target));
+  emit({ type: "memory_written", requestId: request.requestId, results });
+}
+
+function writeOne(target: WriteTarget): WriteResult {
+  const read = readRecipe(target.recipe, true);
+  const result: WriteResult = { label: target.recipe.label };
+  if (read.address !== undefined) {
+    result.address = read.address.toString();
+  }
+  if (read.error !== undefined || read.bytes === undefined || read.address === undefined) {
+    result.error = read.error ?? "nothing read";
+    return result;
+  }
+  const range = Process.findRangeByAddress(read.address);
+  if (range === null || range.protection[1] !== "w") {
+    const file = range?.file?.path;
+    result.error = `Address ${read.address} is in memory mapped ${range?.protection ?? "nowhere"}` +
+      `${file !== undefined ? ` (${file})` : ""}: not writable, so Strobe does not write there`;
+    return result;
+  }
+  const bytes = hexBytes(target.data);
+  if (bytes.length !== target.recipe.size) {
+    result.error = `${bytes.length} bytes given for a ${target.recipe.size}-byte target`;
+    return result;
+  }
+  result.previous = hex(read.bytes);
+  read.address.writeByteArray(bytes);
+  const after = read.address.readByteArray(target.recipe.size);
+  result.current = after === null ? "" : hex(after);
+  return result;
+}
+
+function hexBytes(text: string): number[] {
+  const out: number[] = [];
+  for (let i = 0; i + 1 < text.length; i += 2) {
+    out.push(parseInt(text.slice(i, i + 2), 16));
+  }
+  return out;
+}
+
+function hex(bytes: ArrayBuffer): string {
+  return Array.from(new Uint8Array(bytes), (b) => b.toString(16).padStart(2, "0")).join("");
+}

@@ -222,6 +222,21 @@ export interface LogpointBatch {
   dropped: number;
 }
 
+// debug_write's answer: per target, the address written and its bytes before and after (hex), or why not.
+export interface WriteResult {
+  label: string;
+  address?: string;
+  previous?: string;
+  current?: string;
+  error?: string;
+}
+
+export interface MemoryWritten {
+  type: "memory_written";
+  requestId: number;
+  results: WriteResult[];
+}
+
 export interface BreakpointFailure {
   id: string;
   error: string;
@@ -235,6 +250,7 @@ export interface BreakpointsUpdated {
 }
 
 export type AgentMessage =
+  | MemoryWritten
   | PauseReport
   | LogpointBatch
   | BreakpointsUpdated
@@ -394,6 +410,18 @@ export interface LifelineRequest {
 export interface ReleaseRequest {
   type: "release";
   requestId: number;
+}
+
+export interface WriteTarget {
+  recipe: ReadRecipe; // where, as a read finds it (`size`: how many bytes `data` replaces)
+  data: string; // hex
+}
+
+// Write each target's bytes (writable memory only); answered with `memory_written`.
+export interface WriteMemoryRequest {
+  type: "write_memory";
+  requestId: number;
+  targets: WriteTarget[];
 }
 
 // An argument a breakpoint's condition names: the integer register it arrives in, read as `size` bytes.

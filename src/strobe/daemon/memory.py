@@ -58,6 +58,7 @@ class PreparedRead:
     direct: bool = False  # a scalar of 1, 2, 4 or 8 bytes at a fixed address: the CModule can read it itself
     plain: Plain | None = None  # the bare JSON value of the bytes (watches show values without types)
     python: str | None = None  # a Python global or attribute chain, read by the tracer (daemon/python_reads.py)
+    kind: str | None = None  # a scalar's kind (int, uint, float, bool, char, pointer, enum): how a write encodes it
 
 
 Plain = Callable[[bytes, dict[str, str | None]], Any]
@@ -95,8 +96,10 @@ def prepare_raw(address: str, size: int, type_name: str) -> PreparedRead:
     if type_name == "bytes":
         return PreparedRead(address, "bytes", size, recipe, is_bytes=True)
     render = _render_raw(type_name)
+    kind = "float" if type_name.startswith("f") else "pointer" if type_name == "pointer" else (
+        "int" if type_name.startswith("i") else "uint")
     return PreparedRead(address, type_name, size, recipe, render, direct=True,
-                        plain=lambda data, strings: render(data, strings)["value"])
+                        plain=lambda data, strings: render(data, strings)["value"], kind=kind)
 
 
 def describe_fields(layout: ValueLayout, value: dict[str, Any]) -> dict[str, Any]:
@@ -149,8 +152,9 @@ def prepare_variable(modules: Sequence[tuple[str, int]], text: str, depth: int) 
         wire.pop("layout", None)  # the agent only copies bytes
         direct = (not recipe.derefs and recipe.bit_size is None and recipe.size in (1, 2, 4, 8)
                   and recipe.layout.kind in _SCALAR_KINDS and not recipe.layout.cstring)
+        scalar = recipe.bit_size is None and recipe.layout.kind in _SCALAR_KINDS and not recipe.layout.cstring
         return PreparedRead(text, recipe.layout.type_name, recipe.size, wire, _render_recipe(recipe), direct=direct,
-                            plain=_plain_recipe(recipe))
+                            plain=_plain_recipe(recipe), kind=recipe.layout.kind if scalar else None)
     message = first_error.message if first_error is not None else f"Variable '{text}' not found in debug symbols."
     return PreparedRead(text, "?", 0, error=message)
 

@@ -43,6 +43,7 @@ from strobe.daemon.services import Services
 from strobe.daemon.testruns import TestRuns
 from strobe.daemon.tracing import HookPlan, SessionTrace, parse_patterns, plan_hooks
 from strobe.daemon.watches import Watch, WatchSpec, plan_watches
+from strobe.daemon.writes import SessionWrites
 from strobe.errors import FridaAttachFailed, ProcessExited, ValidationError
 from strobe.instrument.agent_build import AgentCache
 from strobe.instrument.command import ResolvedCommand
@@ -131,6 +132,7 @@ class SessionManager:
         self.lifecycle = Lifecycle(services, self.sessions)
         self.children = ChildFollowing(services, self.hooking, self._resolve_watch_specs)
         self.breaking = Breaking(services)
+        self.writes = SessionWrites(services)
         self.launching = Launching(services, self.sessions, _Events(services, self.lifecycle, CrashStorage(services),
                                                                     self.children, self.breaking))
         self.reads = SessionReads(services, self.sessions)
@@ -394,6 +396,13 @@ class SessionManager:
         else:
             events = await self._delete(session_id, record.key)
         return events, record
+
+    # ---- writes --------------------------------------------------------------------------------------
+
+    async def write_memory(self, session_id: str, targets: list[tuple[PreparedRead, int | float | bool | str]]
+                           ) -> list[dict[str, Any]]:
+        live = await self.sessions.require_live(session_id, "writing memory")
+        return await self.writes.write(live, targets)
 
     # ---- breakpoints ---------------------------------------------------------------------------------
 

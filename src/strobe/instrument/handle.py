@@ -27,6 +27,7 @@ from strobe.instrument.protocol import (
     LifelineRequest,
     LifelineState,
     LogpointBatch,
+    MemoryWritten,
     ModuleInfo,
     PauseReport,
     PollComplete,
@@ -40,6 +41,8 @@ from strobe.instrument.protocol import (
     TraceBatch,
     VariableSnapshot,
     WatchesUpdated,
+    WriteMemoryRequest,
+    WriteTarget,
     hooks_request,
     read_memory_request,
 )
@@ -202,6 +205,14 @@ class ProcessHandle:
         with contextlib.suppress(*FRIDA_ERRORS):  # gone already: nothing left to let go of
             self.session.detach()
 
+    def write_memory(self, targets: list[WriteTarget]) -> MemoryWritten:
+        """Write bytes where each recipe leads (writable memory only); the answer has the bytes before and after."""
+        reply: MemoryWritten = self._request(
+            lambda rid: WriteMemoryRequest(type="write_memory", requestId=rid, targets=targets), REQUEST_TIMEOUT_S,
+            "writing memory",
+        )
+        return reply
+
     def set_breakpoints(self, add: list[BreakpointSpec], remove: list[str]) -> BreakpointsUpdated:
         """Arm and disarm breakpoints (agent/src/native/breakpoints.ts); the answer lists those that failed."""
         reply: BreakpointsUpdated = self._request(
@@ -245,7 +256,7 @@ class ProcessHandle:
     def deliver_reply(
         self,
         reply: HooksUpdated | Flushed | ReadResponse | WatchesUpdated | FollowUpdated | PySetupDone | LifelineState
-        | BreakpointsUpdated,
+        | BreakpointsUpdated | MemoryWritten,
         data: bytes | None = None,
     ) -> None:
         with self._lock:

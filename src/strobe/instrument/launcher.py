@@ -43,6 +43,7 @@ from strobe.instrument.protocol import (
     HooksUpdated,
     LifelineState,
     LogpointBatch,
+    MemoryWritten,
     PauseReport,
     PollComplete,
     ProcessExit,
@@ -321,7 +322,7 @@ class Launcher:
         if isinstance(payload, TraceBatch):
             handle.observer.on_trace_batch(handle.pid, payload, data or b"")
         elif isinstance(payload, HooksUpdated | Flushed | ReadResponse | WatchesUpdated | FollowUpdated | PySetupDone
-                        | LifelineState | BreakpointsUpdated):
+                        | LifelineState | BreakpointsUpdated | MemoryWritten):
             handle.deliver_reply(payload, data)
         elif isinstance(payload, PauseReport):
             handle.observer.on_paused(handle.pid, payload, data or b"")

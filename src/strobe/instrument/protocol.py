@@ -215,6 +215,22 @@ class PauseReport(BaseModel):
     nsec: int
 
 
+class WriteResult(BaseModel):
+    label: str
+    address: str | None = None
+    previous: str | None = None  # hex
+    current: str | None = None  # hex
+    error: str | None = None
+
+
+class MemoryWritten(BaseModel):
+    """debug_write's answer (agent/src/common/memory.ts): per target, its bytes before and after, or why not."""
+
+    type: Literal["memory_written"]
+    requestId: int
+    results: list[WriteResult]
+
+
 class LogpointHit(BaseModel):
     id: str
     tid: int
@@ -247,6 +263,7 @@ AnyAgentMessage = (
     AgentLoaded | ProcessExit | AgentLog | HooksUpdated | TraceBatch | SamplingStateChange | Flushed
     | ReadResponse | VariableSnapshot | PollComplete | WatchesUpdated | FollowUpdated | CrashReport
     | PySetupDone | PyState | PyBatch | LifelineState | PauseReport | BreakpointsUpdated | LogpointBatch
+    | MemoryWritten
 )
 AgentMessage = Annotated[AnyAgentMessage, Field(discriminator="type")]
 agent_message_adapter: TypeAdapter[AnyAgentMessage] = TypeAdapter(AgentMessage)
@@ -357,6 +374,17 @@ class FollowRequest(TypedDict):
     type: Literal["follow"]
     requestId: int
     funcs: list[FollowFunction]
+
+
+class WriteTarget(TypedDict):
+    recipe: ReadRecipe
+    data: str  # hex
+
+
+class WriteMemoryRequest(TypedDict):
+    type: Literal["write_memory"]
+    requestId: int
+    targets: list[WriteTarget]
 
 
 class ConditionArg(TypedDict):

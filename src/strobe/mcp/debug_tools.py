@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from strobe.daemon.memory import prepare_raw, raw_size
 from strobe.errors import ValidationError
-from strobe.mcp.models import BreakpointRequest, ContinueRequest, LogpointRequest
+from strobe.mcp.models import BreakpointRequest, ContinueRequest, LogpointRequest, WriteRequest
 from strobe.mcp.registry import Tool, ToolContext
 
 
@@ -39,6 +40,21 @@ async def logpoint(ctx: ToolContext, req: LogpointRequest) -> dict[str, Any]:
         result["nextSteps"] = (f"Each hit records a 'logpoint' event without stopping the program: debug_query"
                                f"({{sessionId: '{req.sessionId}', eventType: 'logpoint'}}).")
     return result
+
+
+async def write(ctx: ToolContext, req: WriteRequest) -> dict[str, Any]:
+    await ctx.manager.require_live(req.sessionId, "writing memory")
+    variables = [t.variable for t in req.targets if t.variable is not None]
+    resolved = await ctx.manager.resolve_variables(req.sessionId, variables, 1) if variables else {}
+    targets = []
+    for target in req.targets:
+        if target.variable is not None:
+            prepared = resolved[target.variable]
+        else:
+            assert target.address is not None and target.type is not None
+            prepared = prepare_raw(target.address, raw_size(target.type) or 8, target.type)
+        targets.append((prepared, target.value))
+    return {"results": await ctx.manager.write_memory(req.sessionId, targets)}
 
 
 async def continue_(ctx: ToolContext, req: ContinueRequest) -> dict[str, Any]:
@@ -83,6 +99,18 @@ TOOLS = (
         'Example: {"sessionId": "app-2026-02-05-14h32", "add": [{"function": "process_order", "message": '
         '"order {id} qty={qty}", "condition": "qty > 100"}]}',
         logpoint,
+    ),
+    Tool(
+        "debug_write",
+        WriteRequest,
+        "Change a value in the running program's memory, to test a hypothesis without rebuilding: a global or "
+        "static scalar by name (as debug_read names it: 'gTempo', 'gClock->counter', 'cfg.limits[2]'; its type "
+        "from the debug info) or a raw address with a type (i8..u64, f32, f64, pointer). Only memory mapped "
+        "writable is written (never code or read-only data); a value that does not fit its type is refused. "
+        "Returns {results: [{target, address, type, previousValue, newValue} | {target, error}]}.\n"
+        'Example: {"sessionId": "app-2026-02-05-14h32", "targets": [{"variable": "g_limit", "value": 500}, '
+        '{"address": "0x55d4a2c04010", "type": "f64", "value": 0.5}]}',
+        write,
     ),
     Tool(
         "debug_continue",

@@ -353,3 +353,29 @@ class LogpointRequest(StrictModel):
     sessionId: str = Field(min_length=1, max_length=MAX_ID)
     add: list[LogpointAdd] = Field(default_factory=list, max_length=16)
     remove: list[str] = Field(default_factory=list, max_length=100, description="Logpoint ids to remove.")
+
+
+class WriteTarget(StrictModel):
+    variable: str | None = Field(default=None, min_length=1, max_length=MAX_EXPRESSION, description=(
+        "A global/static scalar, as debug_read names it: 'gTempo', 'gClock->counter', 'cfg.limits[2]'."))
+    address: str | None = Field(default=None, description="A hex address, with `type`.")
+    type: RawType | None = Field(default=None, description="A raw address's type: i8..u64, f32, f64, pointer.")
+    value: int | float | bool | str = Field(description=(
+        "The new value: a number (or a numeric string such as '0x10'), true/false for a bool."))
+
+    _address = field_validator("address")(_check_address)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> WriteTarget:
+        if (self.variable is None) == (self.address is None):
+            raise ValueError("a target needs exactly one of variable or address (with type)")
+        if self.address is not None and self.type is None:
+            raise ValueError("a raw address needs a type, e.g. {address: '0x…', type: 'i32', value: 7}")
+        if self.variable is not None and self.type is not None:
+            raise ValueError("a variable's type comes from the debug info: give no type")
+        return self
+
+
+class WriteRequest(StrictModel):
+    sessionId: str = Field(min_length=1, max_length=MAX_ID)
+    targets: list[WriteTarget] = Field(min_length=1, max_length=16, description="1-16 things to write.")

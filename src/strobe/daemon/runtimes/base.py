@@ -73,6 +73,8 @@ class AgentHandle(Protocol):
 
     def resume_thread(self, tid: int) -> None: ...
 
+    def write_memory(self, targets: list[Any]) -> Any: ...
+
     runtime_state: Any  # owned by the process's runtime (the CPython tracer's state)
 
 
