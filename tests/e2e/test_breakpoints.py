@@ -43,6 +43,13 @@ async def stdout(strobe: StrobeClient, sid: str) -> list[str]:
     return [e["text"] for e in await strobe.all_events(sid, eventType="stdout")]
 
 
+async def orders_done(strobe: StrobeClient, sid: str, why: str) -> None:
+    async def done() -> bool | None:
+        return True if "orders done\n" in await stdout(strobe, sid) else None
+
+    await poll(done, 30, why)
+
+
 async def paused(strobe: StrobeClient, sid: str, count: int = 1) -> list[dict[str, Any]]:
     """The session's paused threads once `count` pause events are stored and a thread is listed paused."""
 
@@ -94,10 +101,7 @@ async def test_a_conditional_breakpoint_stops_one_thread_until_continued(
     await strobe.call("debug_breakpoint", sessionId=sid, remove=[bp["id"]])
     await strobe.call("debug_continue", sessionId=sid, threadId=thread["threadId"])
 
-    async def done() -> bool | None:
-        return True if "orders done\n" in await stdout(strobe, sid) else None
-
-    await poll(done, 30, "the orders thread to finish once the breakpoint is removed")
+    await orders_done(strobe, sid, "the orders thread to finish once the breakpoint is removed")
     assert len(await strobe.all_events(sid, eventType="pause")) == 2
     (tmp_path / "quit").touch()
     await strobe.wait_for_status(sid, "exited", timeout=30)
@@ -122,10 +126,7 @@ async def test_a_line_breakpoint_shows_the_frames_locals(
     assert sum(t.startswith("order ") for t in await stdout(strobe, sid)) == 2
     await strobe.call("debug_continue", sessionId=sid)
 
-    async def done() -> bool | None:
-        return True if "orders done\n" in await stdout(strobe, sid) else None
-
-    await poll(done, 30, "the orders thread to finish after the third iteration's stop")
+    await orders_done(strobe, sid, "the orders thread to finish after the third iteration's stop")
     assert sum(t.startswith("order ") for t in await stdout(strobe, sid)) == 5  # the int3 ran each instruction once
     (tmp_path / "quit").touch()
     await strobe.wait_for_status(sid, "exited", timeout=30)
@@ -141,10 +142,7 @@ async def test_hit_count_stops_at_the_nth_hit_only(
     assert pause["arguments"] == {"id": 4, "qty": 200} and pause["hit"] == 4
     await strobe.call("debug_continue", sessionId=sid)
 
-    async def done() -> bool | None:
-        return True if "orders done\n" in await stdout(strobe, sid) else None
-
-    await poll(done, 30, "the orders thread to finish: the 5th hit does not stop")
+    await orders_done(strobe, sid, "the orders thread to finish: the 5th hit does not stop")
     assert len(await strobe.all_events(sid, eventType="pause")) == 1
     (tmp_path / "quit").touch()
     await strobe.wait_for_status(sid, "exited", timeout=30)
@@ -215,10 +213,7 @@ async def test_logpoints_record_lines_without_stopping(
     assert "fixed text" in raised.value.message
     (tmp_path / "go").touch()
 
-    async def done() -> bool | None:
-        return True if "orders done\n" in await stdout(strobe, sid) else None
-
-    await poll(done, 30, "the orders thread to run through its logpoints without stopping")
+    await orders_done(strobe, sid, "the orders thread to run through its logpoints without stopping")
 
     async def logged() -> list[dict[str, Any]] | None:
         found = await strobe.all_events(sid, eventType="logpoint")
