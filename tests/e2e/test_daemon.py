@@ -136,7 +136,8 @@ def test_proxy_writes_only_protocol_bytes(strobe_home: Path) -> None:
     names = {tool["name"] for tool in replies[1]["result"]["tools"]}
     assert names == {
         "debug_launch", "debug_trace", "debug_query", "debug_stop", "debug_list_sessions", "debug_delete_session",
-        "debug_read", "debug_test", "debug_test_status",
+        "debug_read", "debug_test", "debug_test_status", "debug_breakpoint", "debug_logpoint", "debug_continue",
+        "debug_write",
     }
     for tool in replies[1]["result"]["tools"]:
         assert "Example" in tool["description"] and tool["inputSchema"]["type"] == "object"

@@ -61,7 +61,8 @@ JSONRPC_REQUEST_CODES = {-32700: "parse error", -32600: "invalid request", -3260
                          -32602: "invalid params"}
 SPEC_CODES = {code.value for code in ErrorCode} - {ErrorCode.INTERNAL_ERROR.value}
 KNOWN_TOOLS = {"debug_launch", "debug_stop", "debug_list_sessions", "debug_delete_session", "debug_trace",
-               "debug_query", "debug_read", "debug_test", "debug_test_status"}
+               "debug_query", "debug_read", "debug_test", "debug_test_status", "debug_breakpoint", "debug_logpoint",
+               "debug_continue", "debug_write"}
 
 FUZZ_TARGET = r"""
 /* The fuzz test's program: globals of several shapes to read and watch, a few functions to trace. Built twice:
@@ -241,6 +242,34 @@ def read_targets() -> SearchStrategy[Any]:
             | st.fixed_dictionaries({"address": ADDRESSES.good, "size": sizes, "type": read_types}))
 
 
+def breakpoint_adds(log: bool) -> SearchStrategy[Any]:
+    """Breakpoints that never stop the live program's loop (main is entered once, before they are set; the others
+    select nothing), logpoints on anything (they do not stop), conditions and messages from EXPRESSIONS."""
+    functions = PATTERNS.good if log else st.sampled_from(["main", "no_such_function", "@file:nope.c",
+                                                           "pkg.mod.func", "a::**"])
+    lines = st.fixed_dictionaries({"file": st.sampled_from(["fuzz_target.c", "nope.c", "/", "c"]),
+                                   "line": st.sampled_from([1, 2, 10**7]) | st.integers(-1, 10**8)})
+    extra: dict[str, SearchStrategy[Any]] = {"condition": EXPRESSIONS.good}
+    if log:
+        extra["message"] = st.one_of(st.text(max_size=30), EXPRESSIONS.good.map(lambda e: f"v={{{e}}}"))
+    else:
+        extra["hitCount"] = st.sampled_from([1, 2, 10**9]) | st.integers(-1, 10**10)
+    return (st.fixed_dictionaries({"function": functions}, optional=extra)
+            | st.fixed_dictionaries({}, optional={"function": functions, **extra}).flatmap(
+                lambda d: lines.map(lambda line: {**d, **line})))
+
+
+def write_targets() -> SearchStrategy[Any]:
+    """Writes the program survives: its counters and numbers (no pointer it follows), gCounter's 4 bytes by address,
+    and addresses that are not mapped writable."""
+    values = st.sampled_from([0, 1, -1, 2**31 - 1, 2**31, 2**63, 1.5, -0.0, True, "0x10", "many", "", "1e400"])
+    raw_types = st.sampled_from(["i8", "u8", "i16", "u16", "i32", "u32", "f32"])
+    return (st.fixed_dictionaries({"variable": st.sampled_from([
+        "gCounter", "gStatic", "gConfig.ratio", "gConfig.limits[2]", "gConfig.limits[9]", "gConfig.name", "gConfig",
+        "no_such_variable", "gNull->value", "1"]), "value": values})
+        | st.fixed_dictionaries({"address": ADDRESSES.good, "type": raw_types, "value": values}))
+
+
 def overrides(tool: str, paths: Paths) -> dict[str, Values]:
     """Values for fields whose schema says too little (ids, patterns, paths), by path in the arguments ('[]' for an
     array's items) or by name anywhere."""
@@ -259,6 +288,11 @@ def overrides(tool: str, paths: Paths) -> dict[str, Values]:
                                               "durationMs": st.sampled_from([100, 500, 1000, 30000])})),
         **MATCHERS,
     }
+    if tool in ("debug_breakpoint", "debug_logpoint"):
+        common["add[]"] = Values(breakpoint_adds(log=tool == "debug_logpoint"))
+        common["remove[]"] = Values(st.sampled_from(["bp-1", "lp-2", "bp-99"]), st.text(max_size=20))
+    if tool == "debug_write":
+        common["targets[]"] = Values(write_targets())
     if tool == "debug_trace":
         common["sessionId"] = Values(st.none() | SESSION_IDS.good, SESSION_IDS.junk)
     if tool == "debug_launch":
@@ -341,7 +375,9 @@ ALWAYS_GIVEN = {("debug_test", "command")}
 
 # Fields whose value may run something: only ever drawn from the fixed lists above, never free text.
 UNSAFE = {("debug_launch", "command"), ("debug_test", "command"), ("debug_test", "projectRoot"),
-          ("debug_test", "framework"), ("debug_trace", "watches.add[].expr"), ("debug_test", "watches.add[].expr")}
+          ("debug_test", "framework"), ("debug_trace", "watches.add[].expr"), ("debug_test", "watches.add[].expr"),
+          # JavaScript run in the target, and writes into its memory: only from the lists below
+          ("debug_breakpoint", "add[]"), ("debug_logpoint", "add[]"), ("debug_write", "targets[]")}
 
 
 def _kinds(schema: dict[str, Any]) -> set[str]:
