@@ -105,10 +105,9 @@ class Breaking:
         symbols = await live.image.symbols
         if add and not symbols.traceable:
             symbols.require_debug_info()
-        made: list[Breakpoint] = []
         warnings: list[str] = []
-        for request in add:
-            made.append(self._resolve(live, request, symbols, state))
+        # Off the event loop: a line's sites come from decoding every line program of the modules (cached after).
+        made = await asyncio.to_thread(lambda: [self._resolve(live, request, symbols, state) for request in add])
         process = live.root
         for bp in made:  # an int3 must not land on the bytes a trace hook's jump replaced (and the reverse)
             traced = [f for f in process.hooked.values() if f.runtime == "native"]
