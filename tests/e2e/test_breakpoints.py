@@ -257,3 +257,73 @@ async def test_writes_change_what_the_program_does(
     assert await poll(first_order, 30, "the first order") == "order 1 qty 50 total 2050\n"  # 2000 + 50
     (tmp_path / "quit").touch()
     await strobe.wait_for_status(sid, "exited", timeout=30)
+
+
+async def launch_rounds(strobe: StrobeClient, binary: Path, control: Path) -> str:
+    launched = await strobe.call("debug_launch", command=str(binary), args=[str(control)], projectRoot=str(control))
+    sid = str(launched["sessionId"])
+
+    async def ready() -> bool | None:
+        return True if "ready\n" in await stdout(strobe, sid) else None
+
+    await poll(ready, 30, f"{binary.name} to start")
+    return sid
+
+
+async def round_done(strobe: StrobeClient, sid: str) -> None:
+    async def done() -> bool | None:
+        return True if "round 1 done\n" in await stdout(strobe, sid) else None
+
+    await poll(done, 30, "the round to finish once continued")
+
+
+async def test_a_line_breakpoint_in_cpp(
+        strobe: StrobeClient, cpp_target: Callable[[str], Path], tmp_path: Path) -> None:
+    """The round loop's increment line: the thread stops there with the loop's `round` among its locals, a write to
+    the namespaced global is read back, and continuing lets the round finish."""
+    source = Path(__file__).parents[1] / "targets" / "memory_cpp.cpp"
+    text = source.read_text()
+    line = text[: text.index("audio::g_engine.voices += 1;")].count("\n") + 1
+    sid = await launch_rounds(strobe, cpp_target("memory_cpp"), tmp_path)
+    [bp] = (await strobe.call("debug_breakpoint", sessionId=sid,
+                              add=[{"file": "memory_cpp.cpp", "line": line}]))["breakpoints"]
+    (tmp_path / "round-1").touch()
+    [thread] = await paused(strobe, sid)
+    assert thread["line"] == line and thread["sourceFile"].endswith("memory_cpp.cpp"), thread
+    [pause] = await strobe.all_events(sid, eventType="pause")
+    assert pause["locals"]["round"] == 1, pause["locals"]
+    assert "round 1 done\n" not in await stdout(strobe, sid)
+    [written] = (await strobe.call("debug_write", sessionId=sid,
+                                   targets=[{"variable": "audio::g_engine.voices", "value": 41}]))["results"]
+    assert (written["previousValue"], written["newValue"]) == (8, 41), written
+    await strobe.call("debug_breakpoint", sessionId=sid, remove=[bp["id"]])
+    await strobe.call("debug_continue", sessionId=sid)
+    await round_done(strobe, sid)
+    read = await strobe.call("debug_read", sessionId=sid, targets=[{"variable": "audio::g_engine.voices"}])
+    assert read["results"][0]["value"] == 42  # the write, then the line's += 1
+    (tmp_path / "quit").touch()
+    await strobe.wait_for_status(sid, "exited", timeout=30)
+
+
+RUST_SOURCE = (Path(__file__).parents[1] / "targets" / "rust_memory" / "src" / "main.rs").read_text()
+RUST_LINE = RUST_SOURCE[: RUST_SOURCE.index("COUNTER.fetch_add(1")].count("\n") + 1
+
+
+async def test_rust_stops_at_functions_and_refuses_lines(
+        strobe: StrobeClient, rust_target: Callable[[str], Path], tmp_path: Path) -> None:
+    """A Rust function's entry stops the thread (an Interceptor hook runs on its own stack); a Rust line is refused
+    with why (its int3's trap would be handled on Rust's small alternate signal stack: the program would die)."""
+    sid = await launch_rounds(strobe, rust_target("rust_memory"), tmp_path)
+    with pytest.raises(ToolError) as raised:
+        await strobe.call("debug_breakpoint", sessionId=sid, add=[{"file": "main.rs", "line": RUST_LINE}])
+    assert "not supported in rs code" in raised.value.message and "alternate signal stack" in raised.value.message
+    await strobe.call("debug_breakpoint", sessionId=sid, add=[{"function": "core::sync::atomic::AtomicU64::fetch_add"}])
+    (tmp_path / "round-1").touch()
+    [thread] = await paused(strobe, sid)
+    assert thread["function"] == "core::sync::atomic::AtomicU64::fetch_add", thread
+    assert any("rust_memory::main" in frame for frame in thread["backtrace"]), thread["backtrace"]
+    await strobe.call("debug_breakpoint", sessionId=sid, remove=["bp-1"])
+    await strobe.call("debug_continue", sessionId=sid)
+    await round_done(strobe, sid)
+    (tmp_path / "quit").touch()
+    await strobe.wait_for_status(sid, "exited", timeout=30)

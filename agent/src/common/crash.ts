@@ -86,11 +86,12 @@ function signalInfo(details: ExceptionDetails): Siginfo | null {
 // The pc, then the unwinder's frames. Where the unwinder gives up before reaching the program's own code
 // (libc's abort() path has frames it cannot unwind through), the rest comes from scanning the stack for return
 // addresses, marked `scanned`: likely right, but a stale value on the stack can slip in.
-function frames(context: CpuContext): CrashFrame[] {
+function frames(context: CpuContext, at?: NativePointer): CrashFrame[] {
   const accurate = Thread.backtrace(context, Backtracer.ACCURATE);
   const main = Process.mainModule;
   const caller = accurate.find((a) => Process.findModuleByAddress(a) !== null);
-  const pc = Process.findModuleByAddress(context.pc) !== null ? context.pc : hookedCallee(caller) ?? context.pc;
+  const pc = at ?? (Process.findModuleByAddress(context.pc) !== null ? context.pc
+    : hookedCallee(caller) ?? context.pc);
   const addresses: [NativePointer, boolean][] = [[pc, false]];
   for (const address of accurate) {
     addresses.push([address, false]);
@@ -201,14 +202,18 @@ export interface ThreadSnapshot {
   stack: ArrayBuffer | null;
 }
 
-export function snapshot(context: CpuContext): ThreadSnapshot {
+// `at`: where the thread really is, when the context's pc is a copy of that code (a line breakpoint's).
+export function snapshot(context: CpuContext, at?: NativePointer): ThreadSnapshot {
   const x64 = context as X64CpuContext;
   const registers: Record<string, string> = {};
   for (const name of REGISTERS) {
     registers[name] = (x64 as unknown as Record<string, NativePointer>)[name].toString();
   }
+  if (at !== undefined) {
+    registers.pc = at.toString();
+  }
   const [stackBase, stack] = stackDump(x64.rbp);
-  return { registers, frames: frames(context), stackBase, stack };
+  return { registers, frames: frames(context, at), stackBase, stack };
 }
 
 function report(details: ExceptionDetails, info: Siginfo | null, flush: () => void): void {

@@ -1,8 +1,10 @@
 // Breakpoints in native code: at a function's entry, an Interceptor hook; at a source line's first instruction
-// (which may be too short for a hook's jump), a one-byte int3 whose trap crash.ts's exception handler hands here
-// first, the instruction itself being run from a relocated copy (so the int3 stays armed for every thread). When
-// its condition holds and its hit count is reached, a breakpoint stops the thread that hit it — and only that
-// thread. The thread sends a `paused`
+// (which may be too short for a hook's jump, or a jump's target), a one-byte int3. Its trap, which crash.ts's
+// exception handler hands here first, only sends the thread on to a stub: a 16-byte landing hooked with
+// Interceptor, then a relocated copy of the instruction the int3 covers, then a jump back (so the int3 stays armed
+// for every thread). The breakpoint's work runs in the stub's hook, on the thread's own stack: a signal handler
+// may run on a small alternate stack (Rust's main thread has one), too small for it. When its condition holds and
+// its hit count is reached, a breakpoint stops the thread that hit it — and only that thread. The thread sends a `paused`
 // report (registers, backtrace, the stack around its frame pointer: what a crash report carries) and waits in
 // recv("resume:<tid>").wait(), which releases the script's lock: the other threads, their hooks and the host's
 // requests (reads, trace changes) go on meanwhile. The host resumes it by posting `resume:<tid>`. When the script
@@ -24,16 +26,15 @@ interface Armed {
 }
 
 interface Trap {
-  state: Armed;
-  condition: Condition | null;
-  resumeAt: NativePointer; // the relocated copy of the instruction the int3 covers, then a jump back
+  resumeAt: NativePointer; // the stub: the hooked landing, the relocated instruction, a jump back
 }
 
 const INT3 = 0xcc;
 const MAX_LOGGED = 20000; // logpoint lines waiting to be sent; beyond, counted as dropped
 const MAX_LOG_CHARS = 1000;
 const LOG_BATCH_MS = 20;
-const COPY_SIZE = 64; // one relocated instruction (RIP-relative ones grow: ~30 bytes) and the jump back
+const LANDING = 16; // the stub's first bytes, for the Interceptor hook's jump
+const COPY_SIZE = 96; // the landing, one relocated instruction (RIP-relative ones grow: ~30 bytes), the jump back
 
 const IDENTIFIER = /^[A-Za-z_$][\w$]*$/;
 const RESERVED = new Set(["args", "arguments", "await", "break", "case", "catch", "class", "const", "continue",
@@ -159,11 +160,19 @@ export class Breakpoints {
       throw new Error("the instruction there is already an int3 (another debugger's, or the program's own)");
     }
     const resumeAt = this.relocate(at);
+    const breakpoints = this;
+    const listener = Interceptor.attach(resumeAt, {
+      onEnter() {
+        breakpoints.hit(state, condition, this.context as X64CpuContext, this.threadId, at);
+      },
+    });
+    Interceptor.flush();
     Memory.patchCode(at, 1, (code) => code.writeU8(INT3));
-    this.traps.set(key, { state, condition, resumeAt });
+    this.traps.set(key, { resumeAt });
     state.disarm = () => {
       Memory.patchCode(at, 1, (code) => code.writeU8(original));
       this.traps.delete(key);
+      listener.detach(); // a thread sent to the stub before this still runs the instruction and goes back
     };
   }
 
@@ -178,6 +187,7 @@ export class Breakpoints {
     let length = 0;
     Memory.patchCode(copy, COPY_SIZE, (code) => {
       const writer = new X86Writer(code, { pc: copy });
+      writer.putNopPadding(LANDING);
       const relocator = new X86Relocator(at, writer);
       length = relocator.readOne();
       if (length === 0) {
@@ -202,14 +212,13 @@ export class Breakpoints {
     if (trap === undefined) {
       return false;
     }
-    const context = details.context as X64CpuContext;
-    context.pc = at; // as the pause shows it: at the line's instruction
-    this.hit(trap.state, trap.condition, context, Process.getCurrentThreadId());
-    context.pc = trap.resumeAt;
+    details.context.pc = trap.resumeAt; // nothing more on the signal's stack: the stub's hook does the rest
     return true;
   }
 
-  private hit(state: Armed, condition: Condition | null, context: X64CpuContext, tid: number): void {
+  // `at`: the line's address, when the context is the stub's (its pc is the copy's).
+  private hit(state: Armed, condition: Condition | null, context: X64CpuContext, tid: number,
+              at?: NativePointer): void {
     let conditionError: string | undefined;
     if (condition !== null) {
       try {
@@ -229,7 +238,7 @@ export class Breakpoints {
       this.log(state, state.message, context, tid, conditionError);
       return;
     }
-    this.pause(state, context, tid, conditionError);
+    this.pause(state, context, tid, conditionError, at);
   }
 
   private readonly logged: LogpointHit[] = [];
@@ -283,13 +292,14 @@ export class Breakpoints {
     this.dropped = 0;
   }
 
-  private pause(state: Armed, context: X64CpuContext, tid: number, conditionError: string | undefined): void {
+  private pause(state: Armed, context: X64CpuContext, tid: number, conditionError: string | undefined,
+                at?: NativePointer): void {
     try {
       this.flush(); // the calls leading up to the stop are in the timeline before it
     } catch (e) {
       emit({ type: "log", level: "warning", message: `trace flush before a pause failed: ${e}` });
     }
-    const taken = snapshot(context);
+    const taken = snapshot(context, at);
     const [sec, nsec] = monotonicNow();
     const report: PauseReport = {
       type: "paused", breakpointId: state.spec.id, tid, hit: state.hits, registers: taken.registers,

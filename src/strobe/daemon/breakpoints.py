@@ -37,6 +37,9 @@ MAX_BREAKPOINTS = 100  # per session
 MAX_ADDRESSES = 64  # functions one breakpoint's pattern may select
 MAX_CONDITION_CHARS = 1000
 HOOK_BYTES = 16  # what an Interceptor hook may overwrite at a traced function's entry
+# Sources whose runtimes give each thread an alternate signal stack (Rust's std, Go's runtime): Frida handles a
+# line breakpoint's int3 on that stack, and it is too small (the program dies of SIGSEGV before the handler runs).
+_ALTERNATE_STACK_LANGUAGES = (".rs", ".go")
 _SCALARS = {"int": True, "char": True, "enum": True, "uint": False, "bool": False, "pointer": False}
 _REGISTER_BYTES = 8
 
@@ -214,6 +217,12 @@ class Breaking:
         if len(named) > 1:
             raise ValidationError(f"'{file}' names {len(named)} source files: {', '.join(sorted(named)[:5])}. "
                                   "Give more of its path.")
+        source = next(iter(named))
+        if source.endswith(_ALTERNATE_STACK_LANGUAGES):
+            raise ValidationError(
+                f"Line breakpoints are not supported in {source.rsplit('.', 1)[1]} code yet: its runtime gives every "
+                "thread a small alternate signal stack, too small for the trap a line breakpoint makes (measured: "
+                "the program dies). Break at the function instead (`function`), or trace it.")
         if not sites:
             after = f" The next lines with code: {', '.join(map(str, sorted(next_lines)[:3]))}." if next_lines else ""
             raise ValidationError(f"Line {line} of {next(iter(named))} has no code (a comment, a declaration, a "
