@@ -22,6 +22,7 @@ from strobe.daemon.breakpoint_state import Breakpoint, PausedThread, SessionBrea
 from strobe.daemon.crashes import describe_crash, thread_name
 from strobe.daemon.live import LiveSession
 from strobe.daemon.process import TracedProcess
+from strobe.daemon.registry import LiveSessions
 from strobe.daemon.services import Services
 from strobe.daemon.signatures import register_plan
 from strobe.daemon.symbols import ModuleSymbols, SessionSymbols, TraceableFunction
@@ -89,8 +90,28 @@ def under_line_breakpoints(live: LiveSession, desired: dict[Any, TraceableFuncti
 class Breaking:
     """Sets breakpoints in a session's launched process and resumes its paused threads."""
 
-    def __init__(self, services: Services) -> None:
-        self._services = services
+    def __init__(self, services: Services, sessions: LiveSessions) -> None:
+        self._services, self._sessions = services, sessions
+
+    async def set(self, session_id: str, add: list[dict[str, Any]], remove: list[str],
+                  logpoints: bool = False) -> dict[str, Any]:
+        """debug_breakpoint (debug_logpoint with `logpoints`) on a running session."""
+        live = await self._sessions.require_live(session_id, "setting logpoints" if logpoints
+                                                 else "setting breakpoints")
+        async with live.trace_lock:
+            return await self.update(live, add, remove, logpoints)
+
+    async def continue_(self, session_id: str, thread: int | None) -> list[PausedThread]:
+        """debug_continue: let a paused thread (or every one) go on; returns those resumed."""
+        return await self.resume(await self._sessions.require_live(session_id, "continuing"), thread)
+
+    def paused_threads(self, session_id: str) -> list[PausedThread]:
+        """The session's threads stopped at a breakpoint, in the processes still running."""
+        live = self._sessions.get(session_id)
+        if live is None:
+            return []
+        return [p for p in live.breakpoints.paused.values()
+                if (process := live.processes.get(p.pid)) is not None and not process.ended]
 
     async def update(self, live: LiveSession, add: list[dict[str, Any]], remove: list[str],
                      logpoints: bool = False) -> dict[str, Any]:

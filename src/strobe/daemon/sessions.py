@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from strobe.daemon.breakpoint_state import PausedThread
 from strobe.daemon.breakpoints import Breaking, under_line_breakpoints
 from strobe.daemon.children import GONE, ChildFollowing
 from strobe.daemon.crash_store import CrashStorage
@@ -131,8 +130,8 @@ class SessionManager:
         self.hooking = Hooking(services)
         self.lifecycle = Lifecycle(services, self.sessions)
         self.children = ChildFollowing(services, self.hooking, self._resolve_watch_specs)
-        self.breaking = Breaking(services)
-        self.writes = SessionWrites(services)
+        self.breaking = Breaking(services, self.sessions)  # debug_breakpoint, debug_logpoint, debug_continue
+        self.writes = SessionWrites(services, self.sessions)  # debug_write
         self.launching = Launching(services, self.sessions, _Events(services, self.lifecycle, CrashStorage(services),
                                                                     self.children, self.breaking))
         self.reads = SessionReads(services, self.sessions)
@@ -396,34 +395,6 @@ class SessionManager:
         else:
             events = await self._delete(session_id, record.key)
         return events, record
-
-    # ---- writes --------------------------------------------------------------------------------------
-
-    async def write_memory(self, session_id: str, targets: list[tuple[PreparedRead, int | float | bool | str]]
-                           ) -> list[dict[str, Any]]:
-        live = await self.sessions.require_live(session_id, "writing memory")
-        return await self.writes.write(live, targets)
-
-    # ---- breakpoints ---------------------------------------------------------------------------------
-
-    async def breakpoint(self, session_id: str, add: list[dict[str, Any]], remove: list[str],
-                         logpoints: bool = False) -> dict[str, Any]:
-        live = await self.sessions.require_live(session_id, "setting logpoints" if logpoints else "setting breakpoints")
-        async with live.trace_lock:
-            return await self.breaking.update(live, add, remove, logpoints)
-
-    async def resume(self, session_id: str, thread: int | None) -> list[PausedThread]:
-        """Let a paused thread (or every one) go on; returns those resumed."""
-        live = await self.sessions.require_live(session_id, "continuing")
-        return await self.breaking.resume(live, thread)
-
-    def paused_threads(self, session_id: str) -> list[PausedThread]:
-        """The session's threads stopped at a breakpoint, in the processes still running."""
-        live = self.sessions.get(session_id)
-        if live is None:
-            return []
-        return [p for p in live.breakpoints.paused.values()
-                if (process := live.processes.get(p.pid)) is not None and not process.ended]
 
     async def list_sessions(self) -> list[SessionRecord]:
         records = await self.services.read(store_sessions.list_sessions)

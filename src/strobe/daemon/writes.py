@@ -11,8 +11,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from strobe.daemon.live import LiveSession
 from strobe.daemon.memory import PreparedRead
+from strobe.daemon.registry import LiveSessions
 from strobe.daemon.services import Services
 from strobe.errors import ValidationError
 from strobe.instrument.protocol import ReadRecipe, WriteTarget
@@ -51,12 +51,14 @@ def encode(target: PreparedRead, value: int | float | bool | str) -> bytes:
 
 
 class SessionWrites:
-    def __init__(self, services: Services) -> None:
-        self._services = services
+    def __init__(self, services: Services, sessions: LiveSessions) -> None:
+        self._services, self._sessions = services, sessions
 
-    async def write(self, live: LiveSession, targets: list[tuple[PreparedRead, int | float | bool | str]]
+    async def write(self, session_id: str, targets: list[tuple[PreparedRead, int | float | bool | str]]
                     ) -> list[dict[str, Any]]:
-        """Write each (target, value); per-target errors never stop the others."""
+        """Write each (target, value) in the session's launched process; per-target errors never stop the
+        others."""
+        live = await self._sessions.require_live(session_id, "writing memory")
         out: list[dict[str, Any] | None] = [None] * len(targets)
         requests: list[WriteTarget] = []
         sent: list[int] = []

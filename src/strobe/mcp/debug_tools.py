@@ -19,7 +19,7 @@ async def breakpoint_(ctx: ToolContext, req: BreakpointRequest) -> dict[str, Any
         if add.function is not None and add.file is not None:
             raise ValidationError("Give a breakpoint either `function` or `file` with `line`, not both.")
     added = [add.model_dump(exclude_none=True) for add in req.add]
-    result = await ctx.manager.breakpoint(req.sessionId, added, req.remove)
+    result = await ctx.manager.breaking.set(req.sessionId, added, req.remove)
     if req.add:
         result["nextSteps"] = (
             "A thread that hits one stops alone (the others run on) and a 'pause' event is recorded: "
@@ -35,7 +35,7 @@ async def logpoint(ctx: ToolContext, req: LogpointRequest) -> dict[str, Any]:
             raise ValidationError("Each logpoint needs either `function` (a pattern) or `file` with `line`.")
     added = [{k: v for k, v in add.model_dump(exclude_none=True).items() if k != "message"} | {"log": add.message}
              for add in req.add]
-    result = await ctx.manager.breakpoint(req.sessionId, added, req.remove, logpoints=True)
+    result = await ctx.manager.breaking.set(req.sessionId, added, req.remove, logpoints=True)
     if req.add:
         result["nextSteps"] = (f"Each hit records a 'logpoint' event without stopping the program: debug_query"
                                f"({{sessionId: '{req.sessionId}', eventType: 'logpoint'}}).")
@@ -54,19 +54,19 @@ async def write(ctx: ToolContext, req: WriteRequest) -> dict[str, Any]:
             assert target.address is not None and target.type is not None
             prepared = prepare_raw(target.address, raw_size(target.type) or 8, target.type)
         targets.append((prepared, target.value))
-    return {"results": await ctx.manager.write_memory(req.sessionId, targets)}
+    return {"results": await ctx.manager.writes.write(req.sessionId, targets)}
 
 
 async def continue_(ctx: ToolContext, req: ContinueRequest) -> dict[str, Any]:
-    resumed = await ctx.manager.resume(req.sessionId, req.threadId)
+    resumed = await ctx.manager.breaking.continue_(req.sessionId, req.threadId)
     if not resumed:
-        paused = ctx.manager.paused_threads(req.sessionId)
+        paused = ctx.manager.breaking.paused_threads(req.sessionId)
         which = f"thread {req.threadId} is not" if req.threadId is not None else "no thread is"
         others = f" Paused now: {', '.join(str(p.tid) for p in paused)}." if paused else ""
         raise ValidationError(f"Nothing to continue: {which} paused in session {req.sessionId}.{others}")
     return {"status": "running", "resumed": [{"threadId": p.tid, "breakpointId": p.breakpoint_id}
                                               for p in resumed],
-            "stillPaused": [p.answer() for p in ctx.manager.paused_threads(req.sessionId)]}
+            "stillPaused": [p.answer() for p in ctx.manager.breaking.paused_threads(req.sessionId)]}
 
 
 TOOLS = (

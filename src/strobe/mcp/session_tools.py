@@ -65,7 +65,7 @@ async def list_sessions(ctx: ToolContext, req: ListSessionsRequest) -> dict[str,
         processes = families.get(record.key, [])
         if len(processes) > 1:  # followed children: how each process is doing
             shown["processes"] = [wire.process(process) for process in processes]
-        paused = ctx.manager.paused_threads(record.id)
+        paused = ctx.manager.breaking.paused_threads(record.id)
         if paused:  # threads stopped at a breakpoint, waiting for debug_continue
             shown["paused"] = [thread.answer() for thread in paused]
         sessions.append(shown)
