@@ -201,8 +201,8 @@ export class Breakpoints {
     return copy;
   }
 
-  // crash.ts's exception handler asks first: a trap of one of these int3s stops its thread (when its condition
-  // holds), then the thread goes on from the relocated instruction. False for any other exception.
+  // crash.ts's exception handler asks first: a trap of one of these int3s sends its thread to the breakpoint's
+  // stub (whose hook does the rest, off the signal's stack). False for any other exception.
   onException(details: ExceptionDetails): boolean {
     if (details.type !== "breakpoint") {
       return false;
