@@ -327,3 +327,25 @@ async def test_rust_stops_at_functions_and_refuses_lines(
     await round_done(strobe, sid)
     (tmp_path / "quit").touch()
     await strobe.wait_for_status(sid, "exited", timeout=30)
+
+
+async def test_a_staged_breakpoint_is_armed_before_the_first_instruction(
+        strobe: StrobeClient, c_target: Callable[[str], Path], tmp_path: Path) -> None:
+    """Staged without a sessionId, it is armed at launch: the orders thread, started at once (go exists), stops at
+    its first order whose quantity passes the condition with no call made after the launch."""
+    staged = await strobe.call("debug_breakpoint", projectRoot=str(tmp_path),
+                               add=[{"function": "process_order", "condition": "qty > 100"},
+                                    {"function": "no_such_function"}])
+    assert staged["mode"] == "pending" and len(staged["breakpoints"]) == 2
+    (tmp_path / "go").touch()
+    launched = await strobe.call("debug_launch", command=str(c_target("breaks")), args=[str(tmp_path)],
+                                 projectRoot=str(tmp_path))
+    sid = str(launched["sessionId"])
+    assert any("Staged breakpoint not set" in w and "no_such_function" in w for w in launched.get("warnings", [])), \
+        launched
+    await paused(strobe, sid)
+    [pause] = await strobe.all_events(sid, eventType="pause")
+    assert pause["arguments"] == {"id": 3, "qty": 150}
+    removed = await strobe.call("debug_breakpoint", remove=[b["id"] for b in staged["breakpoints"]])
+    assert removed["breakpoints"] == []  # unstaged: the next launch arms nothing
+    await strobe.call("debug_stop", sessionId=sid)

@@ -243,12 +243,13 @@ def read_targets() -> SearchStrategy[Any]:
 
 
 def breakpoint_adds(log: bool) -> SearchStrategy[Any]:
-    """Breakpoints that never stop the live program's loop (main is entered once, before they are set; the others
-    select nothing), logpoints on anything (they do not stop), conditions and messages from EXPRESSIONS."""
-    functions = PATTERNS.good if log else st.sampled_from(["main", "no_such_function", "@file:nope.c",
-                                                           "pkg.mod.func", "a::**"])
+    """Breakpoints that never stop a program (they select nothing: staged ones are armed at this connection's later
+    launches, before main), logpoints on anything (they do not stop), conditions and messages from EXPRESSIONS."""
+    functions = PATTERNS.good if log else st.sampled_from(["no_such_function", "@file:nope.c", "pkg.mod.func",
+                                                           "a::**", "**::x"])
     lines = st.fixed_dictionaries({"file": st.sampled_from(["fuzz_target.c", "nope.c", "/", "c"]),
-                                   "line": st.sampled_from([1, 2, 10**7]) | st.integers(-1, 10**8)})
+                                   # the file's comment lines or none of its lines: a staged one never stops a launch
+                                   "line": st.sampled_from([1, 2, 10**7, 0, -1, 10**9, 2**63])})
     extra: dict[str, SearchStrategy[Any]] = {"condition": EXPRESSIONS.good}
     if log:
         extra["message"] = st.one_of(st.text(max_size=30), EXPRESSIONS.good.map(lambda e: f"v={{{e}}}"))

@@ -13,9 +13,11 @@ when the agent is unloaded (its wait throws).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import time
+import weakref
 from typing import Any
 
 from strobe.daemon.breakpoint_state import Breakpoint, PausedThread, SessionBreakpoints, Site
@@ -26,8 +28,8 @@ from strobe.daemon.registry import LiveSessions
 from strobe.daemon.services import Services
 from strobe.daemon.signatures import register_plan
 from strobe.daemon.symbols import ModuleSymbols, SessionSymbols, TraceableFunction
-from strobe.daemon.tracing import plan_hooks
-from strobe.errors import ValidationError
+from strobe.daemon.tracing import parse_patterns, plan_hooks
+from strobe.errors import StrobeError, ValidationError
 from strobe.instrument.protocol import BreakpointSpec, ConditionArg, CrashReport, PauseReport
 from strobe.store.schema import EventKind
 from strobe.symbols.addresses import line_sites, locate
@@ -92,6 +94,46 @@ class Breaking:
 
     def __init__(self, services: Services, sessions: LiveSessions) -> None:
         self._services, self._sessions = services, sessions
+        # Breakpoints and logpoints staged without a sessionId, per client connection, for its next launches.
+        self._staged: weakref.WeakKeyDictionary[object, list[dict[str, Any]]] = weakref.WeakKeyDictionary()
+        self._staged_ids = itertools.count(1)
+
+    def staged(self, client: object) -> list[dict[str, Any]]:
+        return list(self._staged.get(client, ()))
+
+    def stage(self, client: object, add: list[dict[str, Any]], remove: list[str], project_root: str | None,
+              logpoints: bool = False) -> dict[str, Any]:
+        """Pending mode: breakpoints (logpoints) armed by `client`'s next launches before their first instruction.
+        A function pattern is checked now; where it and a line are, once the program is known."""
+        for request in add:
+            if request.get("function"):
+                parse_patterns([request["function"]], project_root)
+        staged = self._staged.setdefault(client, [])
+        mine = {entry["id"] for entry in staged if ("log" in entry) == logpoints}
+        unknown = [sid for sid in remove if sid not in mine]
+        if unknown:
+            raise ValidationError(f"No staged {'logpoint' if logpoints else 'breakpoint'} {', '.join(unknown)}; "
+                                  f"staged: {', '.join(sorted(mine)) or 'none'}.")
+        staged[:] = [entry for entry in staged if entry["id"] not in remove]
+        if len(staged) + len(add) > MAX_BREAKPOINTS:
+            raise ValidationError(f"At most {MAX_BREAKPOINTS} breakpoints and logpoints can be staged.")
+        for request in add:
+            staged.append({**request, "id": f"{'lp' if logpoints else 'bp'}-s{next(self._staged_ids)}"})
+        key = "logpoints" if logpoints else "breakpoints"
+        return {"mode": "pending", key: [entry for entry in staged if ("log" in entry) == logpoints]}
+
+    async def apply_staged(self, live: LiveSession, staged: list[dict[str, Any]]) -> list[str]:
+        """Arm the staged breakpoints and logpoints in a just-launched process; warnings for those that could not."""
+        warnings: list[str] = []
+        for logpoints in (False, True):
+            wanted = [entry for entry in staged if ("log" in entry) == logpoints]
+            for entry in wanted:  # one at a time: one that selects nothing does not keep the others out
+                request = {k: v for k, v in entry.items() if k != "id"}
+                try:
+                    warnings += (await self.update(live, [request], [], logpoints)).get("warnings", [])
+                except StrobeError as exc:  # the launch goes on: the answer says which were not set
+                    warnings.append(f"Staged {'logpoint' if logpoints else 'breakpoint'} not set: {exc.message}")
+        return warnings
 
     async def set(self, session_id: str, add: list[dict[str, Any]], remove: list[str],
                   logpoints: bool = False) -> dict[str, Any]:

@@ -223,13 +223,17 @@ class SessionManager:
 
     async def launch(self, command: ResolvedCommand, project_root: str, env: dict[str, str],
                      settings: Settings, client: object = DEFAULT_CLIENT) -> Launched:
-        pending = self.pending_patterns(client)
+        pending, staged = self.pending_patterns(client), self.breaking.staged(client)
         live, warnings = await self.launching.launch(command, project_root, env, settings,
-                                                     functools.partial(self._apply_pending, pending))
+                                                     functools.partial(self._apply_pending, pending, staged))
         return Launched(live.record.id, live.pid, len(live.root.hooked), warnings)
 
-    async def _apply_pending(self, pending: list[str], live: LiveSession) -> list[str]:
-        """Hook the staged patterns before the process runs its first instruction."""
+    async def _apply_pending(self, pending: list[str], staged: list[dict[str, Any]], live: LiveSession) -> list[str]:
+        """Hook the staged patterns, then arm the staged breakpoints, before the process runs its first instruction."""
+        warnings = await self._hook_pending(pending, live)
+        return warnings + await self.breaking.apply_staged(live, staged)
+
+    async def _hook_pending(self, pending: list[str], live: LiveSession) -> list[str]:
         if not pending:
             return []
         if live.image.kind in UNTRACED_JAVASCRIPT:

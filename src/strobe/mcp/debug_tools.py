@@ -19,6 +19,11 @@ async def breakpoint_(ctx: ToolContext, req: BreakpointRequest) -> dict[str, Any
         if add.function is not None and add.file is not None:
             raise ValidationError("Give a breakpoint either `function` or `file` with `line`, not both.")
     added = [add.model_dump(exclude_none=True) for add in req.add]
+    if req.sessionId is None:
+        staged = ctx.manager.breaking.stage(ctx.connection, added, req.remove, req.projectRoot)
+        staged["nextSteps"] = ("Staged for this connection's next debug_launch: armed before the program's first "
+                               "instruction (and at each later launch, until removed with remove: [id]).")
+        return staged
     result = await ctx.manager.breaking.set(req.sessionId, added, req.remove)
     if req.add:
         result["nextSteps"] = (
@@ -35,6 +40,10 @@ async def logpoint(ctx: ToolContext, req: LogpointRequest) -> dict[str, Any]:
             raise ValidationError("Each logpoint needs either `function` (a pattern) or `file` with `line`.")
     added = [{k: v for k, v in add.model_dump(exclude_none=True).items() if k != "message"} | {"log": add.message}
              for add in req.add]
+    if req.sessionId is None:
+        staged = ctx.manager.breaking.stage(ctx.connection, added, req.remove, req.projectRoot, logpoints=True)
+        staged["nextSteps"] = "Staged for this connection's next debug_launch, armed before its first instruction."
+        return staged
     result = await ctx.manager.breaking.set(req.sessionId, added, req.remove, logpoints=True)
     if req.add:
         result["nextSteps"] = (f"Each hit records a 'logpoint' event without stopping the program: debug_query"

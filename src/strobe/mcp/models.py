@@ -325,9 +325,15 @@ class BreakpointAdd(StrictModel):
 
 
 class BreakpointRequest(StrictModel):
-    sessionId: str = Field(min_length=1, max_length=MAX_ID)
+    sessionId: str | None = Field(default=None, min_length=1, max_length=MAX_ID, description=(
+        "A running session; omitted: staged for this connection's next launches (armed before the first "
+        "instruction)."))
+    projectRoot: str | None = Field(default=None, max_length=MAX_STRING, description=(
+        "When staging: the project whose files @file:/@usercode patterns mean."))
     add: list[BreakpointAdd] = Field(default_factory=list, max_length=16)
     remove: list[str] = Field(default_factory=list, max_length=100, description="Breakpoint ids to remove.")
+
+    _root = field_validator("projectRoot")(_absolute_root)
 
 
 class ContinueRequest(StrictModel):
@@ -350,9 +356,14 @@ class LogpointAdd(StrictModel):
 
 
 class LogpointRequest(StrictModel):
-    sessionId: str = Field(min_length=1, max_length=MAX_ID)
+    sessionId: str | None = Field(default=None, min_length=1, max_length=MAX_ID, description=(
+        "A running session; omitted: staged for this connection's next launches."))
+    projectRoot: str | None = Field(default=None, max_length=MAX_STRING, description=(
+        "When staging: the project whose files @file:/@usercode patterns mean."))
     add: list[LogpointAdd] = Field(default_factory=list, max_length=16)
     remove: list[str] = Field(default_factory=list, max_length=100, description="Logpoint ids to remove.")
+
+    _root = field_validator("projectRoot")(_absolute_root)
 
 
 class WriteTarget(StrictModel):
