@@ -3,11 +3,11 @@ resumes them); kept on the LiveSession."""
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from strobe.daemon.crashes import crash_row
 from strobe.daemon.symbols import TraceableFunction
 from strobe.instrument.protocol import LogpointHit
 from strobe.store.schema import EventKind
@@ -96,11 +96,8 @@ def _frame_text(frame: dict[str, Any]) -> str:
 
 
 def logpoint_row(session: int, pid: int, hit: LogpointHit, start_ns: int) -> tuple[Any, ...]:
-    """An events row (EVENT_COLUMNS order) for a logpoint's line: its text; which logpoint and the thread's name in
-    the extra JSON."""
-    ts = hit.sec * 1_000_000_000 + hit.nsec - start_ns
-    extra: dict[str, Any] = {"logpointId": hit.id.split("#", 1)[0]}
+    """An events row for a logpoint's line: its text; which logpoint and the thread's name in the extra JSON."""
+    event: dict[str, Any] = {"text": hit.text, "logpointId": hit.id.split("#", 1)[0]}
     if hit.threadName:
-        extra["threadName"] = hit.threadName
-    return (session, ts, int(EventKind.LOGPOINT), pid, hit.tid, None, None, None, None, None, hit.text, None,
-            json.dumps(extra, separators=(",", ":")))
+        event["threadName"] = hit.threadName
+    return crash_row(session, pid, hit.tid, hit.sec * 1_000_000_000 + hit.nsec - start_ns, event, EventKind.LOGPOINT)

@@ -21,7 +21,7 @@ import weakref
 from typing import Any
 
 from strobe.daemon.breakpoint_state import Breakpoint, PausedThread, SessionBreakpoints, Site
-from strobe.daemon.crashes import describe_crash, thread_name
+from strobe.daemon.crashes import crash_row, describe_thread, thread_name
 from strobe.daemon.live import LiveSession
 from strobe.daemon.process import TracedProcess
 from strobe.daemon.registry import LiveSessions
@@ -30,7 +30,7 @@ from strobe.daemon.signatures import register_plan
 from strobe.daemon.symbols import ModuleSymbols, SessionSymbols, TraceableFunction
 from strobe.daemon.tracing import parse_patterns, plan_hooks
 from strobe.errors import StrobeError, ValidationError
-from strobe.instrument.protocol import BreakpointSpec, ConditionArg, CrashReport, PauseReport
+from strobe.instrument.protocol import BreakpointSpec, ConditionArg, PauseReport
 from strobe.store.schema import EventKind
 from strobe.symbols.addresses import line_sites, locate
 
@@ -175,8 +175,8 @@ class Breaking:
         # Off the event loop: a line's sites come from decoding every line program of the modules (cached after).
         made = await asyncio.to_thread(lambda: [self._resolve(live, request, symbols, state) for request in add])
         process = live.root
+        traced = [f for f in process.hooked.values() if f.runtime == "native"]
         for bp in made:  # an int3 must not land on the bytes a trace hook's jump replaced (and the reverse)
-            traced = [f for f in process.hooked.values() if f.runtime == "native"]
             clash = [s for s in bp.sites if s.kind == "line"
                      and any(0 <= s.address - f.runtime_address < HOOK_BYTES for f in traced)]
             if clash:
@@ -299,23 +299,17 @@ class Breaking:
         try:
             await services.ingest.barrier()
             await services.write(lambda c: None)  # the calls leading up to the stop are committed before it
-            # Described as a crash is (backtrace, registers, frame memory, the frame's locals at a line). At a
-            # function's first instruction its frame does not exist yet (rbp is still the caller's), so no locals
-            # are read from it (`address` 0 makes describe_crash skip them); its arguments are read from the
-            # registers they arrive in.
             bp = live.breakpoints.breakpoints.get(bid)
             pc = report.registers.get("pc", "0x0")
             site = next((s for s in bp.sites if hex(s.address) == pc), None) if bp is not None else None
+            # At a function's first instruction its frame does not exist yet (rbp is still the caller's): no locals
+            # are read from it there, and its arguments are read from the registers they arrive in.
             at_line = site is not None and site.kind == "line"
-            as_crash = CrashReport(type="crash", tid=report.tid, kind="breakpoint", signal="",
-                                   address=pc if at_line else "0x0",
-                                   registers=report.registers, frames=report.frames, stackBase=report.stackBase,
-                                   stackSize=report.stackSize, sec=report.sec, nsec=report.nsec)
-            event = await asyncio.to_thread(describe_crash, as_crash, stack, pid, locate, thread_name(pid, report.tid))
-            for key in ("signal", "exceptionType", "cause", "signalCode", "address"):
-                event.pop(key, None)
-            if not at_line:
-                event.pop("locals", None)
+            event: dict[str, Any] = {"threadId": report.tid}
+            if (name := thread_name(pid, report.tid)) is not None:
+                event["threadName"] = name
+            event.update(await asyncio.to_thread(describe_thread, report.frames, report.registers, report.stackBase,
+                                                 stack, locate, pc if at_line else None))
             event.update(breakpointId=bid, hit=report.hit)
             if site is not None and site.traceable is not None:
                 event["arguments"] = entry_arguments(site.traceable, report.registers)
@@ -326,7 +320,7 @@ class Breaking:
                 where += f" at {event['sourceFile']}:{event.get('line', '?')}"
             event["text"] = f"paused at breakpoint {bid} in {where}, thread {report.tid}"
             ts = report.sec * 1_000_000_000 + report.nsec - live.start_ns
-            services.writer.submit_rows([_pause_row(live.record.key, pid, report.tid, ts, event)])
+            services.writer.submit_rows([crash_row(live.record.key, pid, report.tid, ts, event, EventKind.PAUSE)])
             live.breakpoints.paused[(pid, report.tid)] = PausedThread(pid, report.tid, bid, time.monotonic(), event)
             log.info("session %s: pid %d: %s", live.record.id, pid, event["text"])
         except Exception:
@@ -358,9 +352,3 @@ class Breaking:
         except Exception:  # gone: nothing is left paused
             log.info("pid %d: thread %d could not be resumed (the process is gone)", process.pid, tid)
 
-
-def _pause_row(session: int, pid: int, tid: int, ts_ns: int, event: dict[str, Any]) -> tuple[Any, ...]:
-    """An events row (EVENT_COLUMNS order), as crashes.crash_row makes one."""
-    fields = {k: v for k, v in event.items() if k != "text"}
-    return (session, ts_ns, int(EventKind.PAUSE), pid, tid, None, None, None, None, None, event["text"], None,
-            json.dumps(fields, separators=(",", ":")))

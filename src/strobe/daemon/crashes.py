@@ -3,7 +3,7 @@
 read from that dump (symbols/frame_locals.py), the thread's name.
 
     event = describe_crash(report, stack, pid, locate, thread_name)   # the event's fields (JSON)
-    crash_row(session, pid, ts_ns, event)                               # its events row
+    crash_row(session, pid, tid, ts_ns, event)                          # its events row
 
 `locate(module_path, static_address)` gives a frame's source location (symbols/addresses.locate). Return
 addresses point after their call instruction, so every frame but the first is looked up at address - 1 (the
@@ -29,7 +29,7 @@ import os
 from collections.abc import Callable
 from typing import Any, Literal
 
-from strobe.instrument.protocol import CrashReport, Siginfo
+from strobe.instrument.protocol import CrashFrame, CrashReport, Siginfo
 from strobe.store.schema import EventKind
 from strobe.symbols.addresses import SourceLocation
 from strobe.symbols.elf import read_elf_info
@@ -67,12 +67,6 @@ def describe_crash(
     process_name: ProcessName | None = None,
 ) -> dict[str, Any]:
     """The crash event's fields, as debug_query shows them. `process_name(pid)` names a signal's sender."""
-    located = [_frame(f.address, f.module, f.base, f.returnAddress, locate) for f in report.frames]
-    backtrace = [frame for frame, _ in located]
-    for frame, sent in zip(backtrace, report.frames, strict=True):
-        if sent.scanned:
-            frame["scanned"] = True
-    top = next((f for f in backtrace if f.get("function")), None)
     event: dict[str, Any] = {
         "signal": report.signal,
         "exceptionType": report.kind,
@@ -86,26 +80,44 @@ def describe_crash(
         event["faultAddress"] = report.memory.address
         event["access"] = _ACCESS.get(report.memory.operation, report.memory.operation)
     event.update(cause)
+    event.update(describe_thread(report.frames, report.registers, report.stackBase, stack, locate, report.address))
+    event["text"] = summary(event)
+    return event
+
+
+def describe_thread(frames: list[CrashFrame], registers: dict[str, str], stack_base: str, stack: bytes,
+                    locate: Locate, pc: str | None) -> dict[str, Any]:
+    """Where a stopped thread is (a crash, a breakpoint's pause): `function`, `sourceFile`, `line` of its innermost
+    frame with a name, the symbolized `backtrace`, `registers`, the stack dump as `frameMemory`, and the innermost
+    function's `locals` read from it when rbp is that function's frame pointer. `pc`: where the thread is, when
+    its frame may be set up (None: it is not, as at a function's first instruction; no locals are read)."""
+    located = [_frame(f.address, f.module, f.base, f.returnAddress, locate) for f in frames]
+    backtrace = [frame for frame, _ in located]
+    for frame, sent in zip(backtrace, frames, strict=True):
+        if sent.scanned:
+            frame["scanned"] = True
+    out: dict[str, Any] = {}
+    top = next((f for f in backtrace if f.get("function")), None)
     if top is not None:
-        event.update(function=top["function"], sourceFile=top.get("file"), line=top.get("line"))
-    event["backtrace"] = backtrace
-    event["registers"] = dict(report.registers)
+        out.update(function=top["function"], sourceFile=top.get("file"), line=top.get("line"))
+    out["backtrace"] = backtrace
+    out["registers"] = dict(registers)
     if stack:
-        fp = int(report.registers.get("rbp", "0"), 16)
-        base = int(report.stackBase, 16)
-        event["frameMemory"] = {"address": report.stackBase, "framePointer": hex(fp), "size": len(stack),
-                                "belowFramePointer": max(fp - base, 0), "hex": stack.hex()}
+        fp = int(registers.get("rbp", "0"), 16)
+        base = int(stack_base, 16)
+        out["frameMemory"] = {"address": stack_base, "framePointer": hex(fp), "size": len(stack),
+                              "belowFramePointer": max(fp - base, 0), "hex": stack.hex()}
         where = located[0][1] if located else None
-        if where is not None and where.function_start is not None and _own_frame(report, fp, base, stack):
+        if (pc is not None and where is not None and where.function_start is not None
+                and _own_frame(frames, pc, fp, base, stack)):
             try:
-                found = frame_locals(report.frames[0].module, where.function_start, fp, base, stack)
+                found = frame_locals(frames[0].module, where.function_start, fp, base, stack)
             except Exception:  # locals are an extra: the rest of the report stands
                 log.exception("cannot read the locals of %s", where.function)
                 found = None
             if found:
-                event["locals"] = found
-    event["text"] = summary(event)
-    return event
+                out["locals"] = found
+    return out
 
 
 def summary(event: dict[str, Any]) -> str:
@@ -180,10 +192,12 @@ def read_process_name(pid: int) -> str | None:
         return None
 
 
-def crash_row(session: int, pid: int, tid: int, ts_ns: int, event: dict[str, Any]) -> tuple[Any, ...]:
-    """An events row (EVENT_COLUMNS order): the summary as text, the rest as extra JSON."""
+def crash_row(session: int, pid: int, tid: int, ts_ns: int, event: dict[str, Any],
+              kind: EventKind = EventKind.CRASH) -> tuple[Any, ...]:
+    """An events row (EVENT_COLUMNS order) of an event described by its fields (a crash; a pause, a logpoint's
+    line): the summary as text, the rest as extra JSON."""
     fields = {k: v for k, v in event.items() if k != "text"}
-    return (session, ts_ns, int(EventKind.CRASH), pid, tid, None, None, None, None, None, event["text"], None,
+    return (session, ts_ns, int(kind), pid, tid, None, None, None, None, None, event["text"], None,
             json.dumps(fields, separators=(",", ":")))
 
 
@@ -196,13 +210,12 @@ def thread_name(pid: int, tid: int) -> str | None:
         return None
 
 
-def _own_frame(report: CrashReport, fp: int, base: int, stack: bytes) -> bool:
+def _own_frame(frames: list[CrashFrame], pc: str, fp: int, base: int, stack: bytes) -> bool:
     """Whether rbp looks like the crashing function's frame pointer: the return address into its caller (the
     next frame) sits just above it, or (a hooked function's return address is Frida's) the caller's saved
     frame pointer just below that is a little higher up the stack. Not so in code built without frame
     pointers, or in a function's prologue (the pc was then moved to the function's start, see crash.ts)."""
-    frames = report.frames
-    if len(frames) < 2 or frames[0].address != report.address:
+    if len(frames) < 2 or frames[0].address != pc:
         return False
     at = fp - base
     if not 0 <= at <= len(stack) - 16:

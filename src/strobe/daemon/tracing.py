@@ -26,7 +26,7 @@ class HookPlan:
     desired: dict[tuple[str, int, str], TraceableFunction]
     matched: int
     warnings: list[str]
-    unmatched: dict[str, str] = field(default_factory=dict)  # pattern -> its "matched no function" warning
+    unmatched: list[str] = field(default_factory=list)  # the patterns that selected nothing (each warned of)
     dialects: list[str] = field(default_factory=list)  # the pattern dialects of the sources it selected from
 
 
@@ -71,8 +71,9 @@ def merge_patterns(current: Sequence[str], add: Sequence[str], remove: Sequence[
     return merged, warnings
 
 
-def _no_match(text: str, dialects: Sequence[str]) -> str:
-    """What to try when a pattern selects nothing, for the kinds of code the process runs."""
+def _no_match(text: str, dialects: Sequence[str], where: str = "") -> str:
+    """What to try when a pattern selects nothing (`where`: " in any process", ...), for the kinds of code the
+    process runs."""
     python = ("Python functions are named by module path ('pkg.mod.func', 'pkg.mod.Class.method', "
               "'pkg.mod.outer.inner'; '**.name' at any depth); '@file:app.py' and '@usercode' select by file "
               "(the project's files are indexed, not the virtualenv's or installed packages')")
@@ -83,7 +84,7 @@ def _no_match(text: str, dialects: Sequence[str]) -> str:
                       "name without extension; '**.name' at any depth); '@file:src/auth.js' and '@usercode' select "
                       "by file (the project's files are indexed, not node_modules); an installed package's "
                       "functions are named after the package: 'semver.compare', 'ms.*' (its name in node_modules)")
-        return f"Pattern '{text}' matched no function. {javascript}. {native} (Node's own C++ or an addon's)."
+        return f"Pattern '{text}' matched no function{where}. {javascript}. {native} (Node's own C++ or an addon's)."
     if dialects == ["python"] or ("::" not in text and "python" in dialects and "." in text):
         advice = python
     elif "python" in dialects:
@@ -93,7 +94,7 @@ def _no_match(text: str, dialects: Sequence[str]) -> str:
                   "patterns apply to programs run by CPython")
     else:
         advice = native
-    return f"Pattern '{text}' matched no function. {advice}."
+    return f"Pattern '{text}' matched no function{where}. {advice}."
 
 
 def _hookable(function: TraceableFunction) -> bool:
@@ -128,7 +129,7 @@ def plan_hooks(
     desired: dict[tuple[str, int, str], TraceableFunction] = {}
     matched: set[tuple[str, int, str]] = set()
     kept: list[str] = []
-    unmatched: dict[str, str] = {}
+    unmatched: list[str] = []
     for text in patterns:
         found = []
         for module in modules:
@@ -144,8 +145,8 @@ def plan_hooks(
             continue
         kept.append(text)
         if not count:
-            unmatched[text] = _no_match(text, dialects)
-            warnings.append(unmatched[text])
+            unmatched.append(text)
+            warnings.append(_no_match(text, dialects))
             continue
         hits = [function for module, positions in found if positions for function in module.functions_at(positions)]
         inlined = [f for f in hits if not _hookable(f)]
@@ -185,15 +186,15 @@ class SessionTrace:
     slot_of: dict[tuple[str, int, str], int] = field(default_factory=dict)
     sampling: dict[int, bool] = field(default_factory=dict)  # the launched process's sampled slots
     matched_somewhere: set[str] = field(default_factory=set)  # patterns that selected functions in some process
-    no_match: dict[str, tuple[int, str]] = field(default_factory=dict)  # pattern -> (dialects, advice) seen so far
+    no_match: dict[str, list[str]] = field(default_factory=dict)  # pattern -> the most dialects it was read in
 
     def note(self, plan: HookPlan) -> None:
         """What a process's plan selected, for never_matched: the advice kept is that of the plan read in the
         most dialects (a Node process's JavaScript and native names, not the shell that started it)."""
         self.matched_somewhere.update(p for p in plan.patterns if p not in plan.unmatched)
-        for pattern, advice in plan.unmatched.items():
-            if len(plan.dialects) >= self.no_match.get(pattern, (0, ""))[0]:
-                self.no_match[pattern] = (len(plan.dialects), advice)
+        for pattern in plan.unmatched:
+            if len(plan.dialects) >= len(self.no_match.get(pattern, ())):
+                self.no_match[pattern] = plan.dialects
 
     def tracer_notes(self) -> list[str]:
         """What the in-process tracers reported about this session's trace (a file running untraced, and why)."""
@@ -202,7 +203,7 @@ class SessionTrace:
     def never_matched(self) -> list[str]:
         """A warning for each active pattern that selected no function in any process of the session so far:
         the only word of it in a traced test run, whose processes come and go without a debug_trace answer."""
-        return [self.no_match[p][1].replace(" matched no function.", " matched no function in any process.", 1)
+        return [_no_match(p, self.no_match[p], " in any process")
                 for p in self.patterns if p not in self.matched_somewhere and p in self.no_match]
 
     def new_functions(self, desired: Mapping[tuple[str, int, str], TraceableFunction]) -> list[TraceableFunction]:

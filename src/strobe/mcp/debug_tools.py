@@ -72,7 +72,8 @@ async def continue_(ctx: ToolContext, req: ContinueRequest) -> dict[str, Any]:
         paused = ctx.manager.breaking.paused_threads(req.sessionId)
         which = f"thread {req.threadId} is not" if req.threadId is not None else "no thread is"
         others = f" Paused now: {', '.join(str(p.tid) for p in paused)}." if paused else ""
-        raise ValidationError(f"Nothing to continue: {which} paused in session {req.sessionId}.{others}")
+        raise ValidationError(f"Nothing to continue: {which} paused in session {req.sessionId}.{others} A thread "
+                              "stops at a breakpoint (debug_breakpoint); debug_list_sessions lists paused threads.")
     return {"status": "running", "resumed": [{"threadId": p.tid, "breakpointId": p.breakpoint_id}
                                               for p in resumed],
             "stillPaused": [p.answer() for p in ctx.manager.breaking.paused_threads(req.sessionId)]}
