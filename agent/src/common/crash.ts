@@ -202,8 +202,8 @@ export interface ThreadSnapshot {
   stack: ArrayBuffer | null;
 }
 
-// `at`: where the thread really is, when the context's pc is a copy of that code (a line breakpoint's).
-export function snapshot(context: CpuContext, at?: NativePointer): ThreadSnapshot {
+// `at`, `sp`: where the thread really is and its stack pointer, when the context's are a copy's (a trap's stub).
+export function snapshot(context: CpuContext, at?: NativePointer, sp?: NativePointer): ThreadSnapshot {
   const x64 = context as X64CpuContext;
   const registers: Record<string, string> = {};
   for (const name of REGISTERS) {
@@ -211,6 +211,9 @@ export function snapshot(context: CpuContext, at?: NativePointer): ThreadSnapsho
   }
   if (at !== undefined) {
     registers.pc = at.toString();
+  }
+  if (sp !== undefined) {
+    registers.sp = sp.toString();
   }
   const [stackBase, stack] = stackDump(x64.rbp);
   return { registers, frames: frames(context, at), stackBase, stack };

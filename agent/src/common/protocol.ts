@@ -201,6 +201,10 @@ export interface PauseReport {
   stackBase: string;
   stackSize: number;
   conditionError?: string;
+  entry: boolean; // at a function's first instruction (its frame is not set up yet)
+  step?: StepKind; // the end of a step (breakpointId is then "")
+  stepError?: string; // the step asked for could not be taken: the thread is still where it was
+  skipped?: string[]; // line starts the step could not stop at: inside an Interceptor hook's relocated code
   sec: number; // CLOCK_MONOTONIC, the trace clock
   nsec: number;
 }
@@ -450,10 +454,25 @@ export interface BreakpointsRequest {
   remove: string[];
 }
 
-// Posted as `resume:<tid>` to the thread paused there: it goes on.
+export type StepKind = "over" | "into" | "out";
+
+// Where a step may end (native/stepping.ts): runtime addresses, from the host's line tables.
+export interface StepPlan {
+  kind: StepKind;
+  stops: string[]; // the first instruction of every other line of the paused function
+  returnTo?: string; // the paused frame's return address
+  fromEntry: boolean; // paused at a function's first instruction
+  entry?: string; // the paused function's start ...
+  entryCode?: string; // ... and its first bytes as built (hex): where an Interceptor hook's jump covers them
+  callRanges: [string, string][]; // step into: the current line's code, whose calls are looked at
+  intoRanges: [string, string][]; // step into: the code with line information (other calls are stepped over)
+}
+
+// Posted as `resume:<tid>` to the thread paused there: it goes on, or takes a step.
 export interface ResumeRequest {
   type: "resume";
-  action: "continue";
+  action: "continue" | "step";
+  plan?: StepPlan;
 }
 
 export function emit(message: AgentMessage, data?: ArrayBuffer | null): void {

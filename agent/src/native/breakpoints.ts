@@ -1,19 +1,19 @@
-// Breakpoints in native code: at a function's entry, an Interceptor hook; at a source line's first instruction
-// (which may be too short for a hook's jump, or a jump's target), a one-byte int3. Its trap, which crash.ts's
-// exception handler hands here first, only sends the thread on to a stub: a 16-byte landing hooked with
-// Interceptor, then a relocated copy of the instruction the int3 covers, then a jump back (so the int3 stays armed
-// for every thread). The breakpoint's work runs in the stub's hook, on the thread's own stack: a signal handler
-// may run on a small alternate stack (Rust's main thread has one), too small for it. When its condition holds and
-// its hit count is reached, a breakpoint stops the thread that hit it — and only that thread. The thread sends a `paused`
+// Breakpoints in native code: at a function's entry, an Interceptor hook; at a source line's first instruction, a
+// one-byte int3 (traps.ts), whose handler runs on the thread's own stack. When its condition holds and its hit
+// count is reached, a breakpoint stops the thread that hit it — and only that thread. The thread sends a `paused`
 // report (registers, backtrace, the stack around its frame pointer: what a crash report carries) and waits in
 // recv("resume:<tid>").wait(), which releases the script's lock: the other threads, their hooks and the host's
-// requests (reads, trace changes) go on meanwhile. The host resumes it by posting `resume:<tid>`. When the script
-// goes away (the daemon detaches, stops or dies), wait() throws and the thread goes on: a process is never left
-// stopped by Strobe.
+// requests (reads, trace changes) go on meanwhile. The host resumes it by posting `resume:<tid>`, to continue or
+// to step (stepping.ts). When the script goes away (the daemon detaches, stops or dies), wait() throws and the
+// thread goes on: a process is never left stopped by Strobe.
 
-import { BreakpointFailure, BreakpointSpec, ConditionArg, LogpointHit, PauseReport, emit } from "../common/protocol.js";
+import {
+  BreakpointFailure, BreakpointSpec, ConditionArg, LogpointHit, PauseReport, ResumeRequest, StepKind, emit,
+} from "../common/protocol.js";
 import { snapshot } from "../common/crash.js";
 import { monotonicNow } from "../common/memory.js";
+import { Stepper } from "./stepping.js";
+import { Traps } from "./traps.js";
 
 type Condition = (context: X64CpuContext) => boolean;
 type Message = (context: X64CpuContext) => string;
@@ -22,19 +22,16 @@ interface Armed {
   spec: BreakpointSpec;
   disarm: () => void;
   hits: number;
+  condition: Condition | null;
   message: Message | null; // a logpoint's: written to the timeline, the thread goes on
 }
 
-interface Trap {
-  resumeAt: NativePointer; // the stub: the hooked landing, the relocated instruction, a jump back
-}
+// What a pause report says of why the thread stopped.
+type Why = Pick<PauseReport, "breakpointId" | "hit" | "conditionError" | "step" | "entry" | "stepError" | "skipped">;
 
-const INT3 = 0xcc;
 const MAX_LOGGED = 20000; // logpoint lines waiting to be sent; beyond, counted as dropped
 const MAX_LOG_CHARS = 1000;
 const LOG_BATCH_MS = 20;
-const LANDING = 16; // the stub's first bytes, for the Interceptor hook's jump
-const COPY_SIZE = 96; // the landing, one relocated instruction (RIP-relative ones grow: ~30 bytes), the jump back
 
 const IDENTIFIER = /^[A-Za-z_$][\w$]*$/;
 const RESERVED = new Set(["args", "arguments", "await", "break", "case", "catch", "class", "const", "continue",
@@ -103,9 +100,11 @@ function template(spec: BreakpointSpec): Message | null {
 
 export class Breakpoints {
   private readonly armed = new Map<string, Armed>();
-  private readonly traps = new Map<string, Trap>(); // by the int3's address
-  private copies: NativePointer | null = null; // the page relocated instructions are written to
-  private copiesUsed = 0;
+  private readonly atLines = new Map<string, Set<Armed>>(); // line breakpoints by their int3's address
+  private readonly traps = new Traps((context, tid, at, sp) => this.onTrap(context, tid, at, sp));
+  private readonly stepper = new Stepper(this.traps, (context, tid, at, sp, step, entry, skipped) =>
+    this.pause(context, tid, at, sp, skipped.length > 0 ? { breakpointId: "", hit: 0, step, entry, skipped }
+      : { breakpointId: "", hit: 0, step, entry }));
 
   constructor(private readonly flush: () => void) {}
 
@@ -133,15 +132,15 @@ export class Breakpoints {
   private arm(spec: BreakpointSpec): void {
     this.armed.get(spec.id)?.disarm();
     this.armed.delete(spec.id);
-    const condition = compile(spec);
-    const state: Armed = { spec, disarm: () => {}, hits: 0, message: template(spec) };
+    const state: Armed = { spec, disarm: () => {}, hits: 0, condition: compile(spec), message: template(spec) };
     if (spec.kind === "line") {
-      this.armTrap(state, condition);
+      this.armLine(state);
     } else {
       const breakpoints = this;
       const listener = Interceptor.attach(ptr(spec.address), {
         onEnter() {
-          breakpoints.hit(state, condition, this.context as X64CpuContext, this.threadId);
+          const context = this.context as X64CpuContext;
+          breakpoints.hit(state, context, this.threadId, ptr(spec.address), context.rsp);
         },
       });
       state.disarm = () => listener.detach();
@@ -149,80 +148,42 @@ export class Breakpoints {
     this.armed.set(spec.id, state);
   }
 
-  private armTrap(state: Armed, condition: Condition | null): void {
+  private armLine(state: Armed): void {
     const at = ptr(state.spec.address);
     const key = at.toString();
-    if (this.traps.has(key)) {
-      throw new Error("another breakpoint is set at this address");
+    this.traps.arm(at);
+    let here = this.atLines.get(key);
+    if (here === undefined) {
+      here = new Set();
+      this.atLines.set(key, here);
     }
-    const original = at.readU8();
-    if (original === INT3) {
-      throw new Error("the instruction there is already an int3 (another debugger's, or the program's own)");
-    }
-    const resumeAt = this.relocate(at);
-    const breakpoints = this;
-    const listener = Interceptor.attach(resumeAt, {
-      onEnter() {
-        breakpoints.hit(state, condition, this.context as X64CpuContext, this.threadId, at);
-      },
-    });
-    Interceptor.flush();
-    Memory.patchCode(at, 1, (code) => code.writeU8(INT3));
-    this.traps.set(key, { resumeAt });
+    here.add(state);
     state.disarm = () => {
-      Memory.patchCode(at, 1, (code) => code.writeU8(original));
-      this.traps.delete(key);
-      listener.detach(); // a thread sent to the stub before this still runs the instruction and goes back
+      this.atLines.get(key)?.delete(state);
+      this.traps.disarm(at);
     };
   }
 
-  // A copy of the instruction at `at` that runs as it would there (X86Relocator rewrites RIP-relative operands),
-  // followed by a jump to the next instruction.
-  private relocate(at: NativePointer): NativePointer {
-    if (this.copies === null || this.copiesUsed + COPY_SIZE > Process.pageSize) {
-      this.copies = Memory.alloc(Process.pageSize);
-      this.copiesUsed = 0;
-    }
-    const copy = this.copies.add(this.copiesUsed);
-    let length = 0;
-    Memory.patchCode(copy, COPY_SIZE, (code) => {
-      const writer = new X86Writer(code, { pc: copy });
-      writer.putNopPadding(LANDING);
-      const relocator = new X86Relocator(at, writer);
-      length = relocator.readOne();
-      if (length === 0) {
-        throw new Error("the instruction there cannot be relocated");
-      }
-      relocator.writeOne();
-      writer.putJmpAddress(at.add(length));
-      writer.flush();
-    });
-    this.copiesUsed += COPY_SIZE;
-    return copy;
-  }
-
-  // crash.ts's exception handler asks first: a trap of one of these int3s sends its thread to the breakpoint's
-  // stub (whose hook does the rest, off the signal's stack). False for any other exception.
+  // crash.ts's exception handler asks first: true when the exception is one of Strobe's traps.
   onException(details: ExceptionDetails): boolean {
-    if (details.type !== "breakpoint") {
-      return false;
-    }
-    const at = details.context.pc.sub(1); // the trap leaves the pc after the int3
-    const trap = this.traps.get(at.toString());
-    if (trap === undefined) {
-      return false;
-    }
-    details.context.pc = trap.resumeAt; // nothing more on the signal's stack: the stub's hook does the rest
-    return true;
+    return this.traps.onException(details);
   }
 
-  // `at`: the line's address, when the context is the stub's (its pc is the copy's).
-  private hit(state: Armed, condition: Condition | null, context: X64CpuContext, tid: number,
-              at?: NativePointer): void {
+  // A trap at `at`: a step's end, or the line breakpoints there.
+  private onTrap(context: X64CpuContext, tid: number, at: NativePointer, sp: NativePointer): void {
+    if (this.stepper.onTrap(context, tid, at, sp)) {
+      return; // one pause where a step ends at a breakpoint's line
+    }
+    for (const state of this.atLines.get(at.toString()) ?? []) {
+      this.hit(state, context, tid, at, sp);
+    }
+  }
+
+  private hit(state: Armed, context: X64CpuContext, tid: number, at: NativePointer, sp: NativePointer): void {
     let conditionError: string | undefined;
-    if (condition !== null) {
+    if (state.condition !== null) {
       try {
-        if (!condition(context)) {
+        if (!state.condition(context)) {
           return;
         }
       } catch (e) {
@@ -238,7 +199,12 @@ export class Breakpoints {
       this.log(state, state.message, context, tid, conditionError);
       return;
     }
-    this.pause(state, context, tid, conditionError, at);
+    this.stepper.cancel(tid); // a step this thread was taking ends here
+    const why: Why = { breakpointId: state.spec.id, hit: state.hits, entry: state.spec.kind === "entry" };
+    if (conditionError !== undefined) {
+      why.conditionError = conditionError;
+    }
+    this.pause(context, tid, at, sp, why);
   }
 
   private readonly logged: LogpointHit[] = [];
@@ -292,28 +258,38 @@ export class Breakpoints {
     this.dropped = 0;
   }
 
-  private pause(state: Armed, context: X64CpuContext, tid: number, conditionError: string | undefined,
-                at?: NativePointer): void {
+  // Stop the thread: report it, wait for the host, then go on or step (a step that cannot be taken stops it again
+  // where it is, saying why).
+  private pause(context: X64CpuContext, tid: number, at: NativePointer, sp: NativePointer, why: Why): void {
     try {
       this.flush(); // the calls leading up to the stop are in the timeline before it
     } catch (e) {
       emit({ type: "log", level: "warning", message: `trace flush before a pause failed: ${e}` });
     }
-    const taken = snapshot(context, at);
+    const taken = snapshot(context, at, sp);
     const [sec, nsec] = monotonicNow();
     const report: PauseReport = {
-      type: "paused", breakpointId: state.spec.id, tid, hit: state.hits, registers: taken.registers,
-      frames: taken.frames, stackBase: taken.stackBase, stackSize: taken.stack === null ? 0 : taken.stack.byteLength,
-      sec, nsec,
+      type: "paused", tid, ...why, registers: taken.registers, frames: taken.frames, stackBase: taken.stackBase,
+      stackSize: taken.stack === null ? 0 : taken.stack.byteLength, sec, nsec,
     };
-    if (conditionError !== undefined) {
-      report.conditionError = conditionError;
-    }
     emit(report, taken.stack);
+    let request: ResumeRequest | null = null;
     try {
-      recv(`resume:${tid}`, () => {}).wait();
+      recv(`resume:${tid}`, (message: ResumeRequest) => {
+        request = message;
+      }).wait();
     } catch {
-      // the script is going away (detach, unload): the thread goes on
+      return; // the script is going away (detach, unload): the thread goes on
+    }
+    const resume = request as ResumeRequest | null;
+    if (resume === null || resume.action !== "step" || resume.plan === undefined) {
+      return;
+    }
+    try {
+      this.stepper.begin(tid, resume.plan, context, at, sp);
+    } catch (e) {
+      const kind: StepKind = resume.plan.kind;
+      this.pause(context, tid, at, sp, { ...why, step: kind, stepError: `${e}` });
     }
   }
 }

@@ -3,13 +3,14 @@ resumes them); kept on the LiveSession."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from strobe.daemon.crashes import crash_row
 from strobe.daemon.symbols import TraceableFunction
-from strobe.instrument.protocol import LogpointHit
+from strobe.instrument.protocol import CrashFrame, LogpointHit
 from strobe.store.schema import EventKind
 
 
@@ -63,19 +64,25 @@ class Breakpoint:
 class PausedThread:
     pid: int
     tid: int
-    breakpoint_id: str
+    breakpoint_id: str  # "" at the end of a step
     since: float  # time.monotonic()
     event: dict[str, Any]  # the pause event's fields
+    pc: int = 0  # where it is (runtime)
+    entry: bool = False  # at a function's first instruction (its frame not set up yet)
+    frames: list[CrashFrame] = field(default_factory=list)  # as the agent unwound them: the pc, then return addresses
 
     def answer(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"pid": self.pid, "threadId": self.tid, "breakpointId": self.breakpoint_id,
+        out: dict[str, Any] = {"pid": self.pid, "threadId": self.tid,
                                "pausedMs": int((time.monotonic() - self.since) * 1000)}
-        for key in ("threadName", "function", "sourceFile", "line", "conditionError"):
+        if self.breakpoint_id:
+            out["breakpointId"] = self.breakpoint_id
+        for key in ("step", "threadName", "function", "sourceFile", "line", "conditionError"):
             if self.event.get(key) is not None:
                 out[key] = self.event[key]
         out["backtrace"] = [_frame_text(frame) for frame in self.event.get("backtrace", [])]
-        if "locals" in self.event:
-            out["locals"] = self.event["locals"]
+        for key in ("arguments", "locals", "skippedLines"):
+            if key in self.event:
+                out[key] = self.event[key]
         return out
 
 
@@ -85,6 +92,7 @@ class SessionBreakpoints:
 
     breakpoints: dict[str, Breakpoint] = field(default_factory=dict)
     paused: dict[tuple[int, int], PausedThread] = field(default_factory=dict)
+    waiters: dict[tuple[int, int], asyncio.Future[PausedThread]] = field(default_factory=dict)  # steps under way
     next_id: int = 1
 
 

@@ -13,9 +13,11 @@ when the agent is unloaded (its wait throws).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import logging
+import os
 import time
 import weakref
 from typing import Any
@@ -23,22 +25,26 @@ from typing import Any
 from strobe.daemon.breakpoint_state import Breakpoint, PausedThread, SessionBreakpoints, Site
 from strobe.daemon.crashes import crash_row, describe_thread, thread_name
 from strobe.daemon.live import LiveSession
+from strobe.daemon.memory import prepare_raw
 from strobe.daemon.process import TracedProcess
 from strobe.daemon.registry import LiveSessions
 from strobe.daemon.services import Services
 from strobe.daemon.signatures import register_plan
+from strobe.daemon.step_plans import StepKind, frame_address, step_plan
 from strobe.daemon.symbols import ModuleSymbols, SessionSymbols, TraceableFunction
 from strobe.daemon.tracing import parse_patterns, plan_hooks
 from strobe.errors import StrobeError, ValidationError
 from strobe.instrument.protocol import BreakpointSpec, ConditionArg, PauseReport
 from strobe.store.schema import EventKind
 from strobe.symbols.addresses import line_sites, locate
+from strobe.symbols.cfi import RETURN_ADDRESS_OFFSET
 
 log = logging.getLogger(__name__)
 
 MAX_BREAKPOINTS = 100  # per session
 MAX_ADDRESSES = 64  # functions one breakpoint's pattern may select
 MAX_CONDITION_CHARS = 1000
+READ_TIMEOUT_S = 5.0
 HOOK_BYTES = 16  # what an Interceptor hook may overwrite at a traced function's entry
 # Sources whose runtimes give each thread an alternate signal stack (Rust's std, Go's runtime): Frida handles a
 # line breakpoint's int3 on that stack, and it is too small (the program dies of SIGSEGV before the handler runs).
@@ -47,10 +53,11 @@ _SCALARS = {"int": True, "char": True, "enum": True, "uint": False, "bool": Fals
 _REGISTER_BYTES = 8
 
 
-def condition_args(function: TraceableFunction) -> list[ConditionArg]:
-    """The function's scalar parameters as a condition reads them: the integer register each arrives in, at its
-    DWARF size and sign (none when DWARF does not describe the function: `args` is then empty)."""
-    plan_text = register_plan(function.module, function.info.address) if function.info.address else None
+def condition_args(module: str, static_address: int) -> list[ConditionArg]:
+    """The scalar parameters of the function at `static_address` in `module` as a condition reads them: the integer
+    register each arrives in, at its DWARF size and sign (none when DWARF does not describe the function: `args`
+    is then empty)."""
+    plan_text = register_plan(module, static_address) if static_address else None
     if plan_text is None:
         return []
     args: list[ConditionArg] = []
@@ -66,10 +73,10 @@ def condition_args(function: TraceableFunction) -> list[ConditionArg]:
     return args
 
 
-def entry_arguments(function: TraceableFunction, registers: dict[str, str]) -> dict[str, int]:
+def entry_arguments(module: str, static_address: int, registers: dict[str, str]) -> dict[str, int]:
     """The scalar arguments of a function stopped at its entry, by name, from their registers."""
     out: dict[str, int] = {}
-    for arg in condition_args(function):
+    for arg in condition_args(module, static_address):
         raw = int(registers.get(arg["reg"], "0x0"), 16) & ((1 << (8 * min(arg["size"], _REGISTER_BYTES))) - 1)
         bits = 8 * arg["size"]
         out[arg["name"]] = raw - (1 << bits) if arg["signed"] and raw >= 1 << (bits - 1) else raw
@@ -87,6 +94,31 @@ def under_line_breakpoints(live: LiveSession, desired: dict[Any, TraceableFuncti
             warnings.append(f"{function.name} was not hooked: a line breakpoint is set at its first instruction. "
                             "Remove that breakpoint (debug_breakpoint) to trace it.")
     return warnings
+
+
+def _stopped_module(symbols: SessionSymbols, report: PauseReport) -> ModuleSymbols | None:
+    """The indexed module the thread stopped in."""
+    if not report.frames:
+        return None
+    path = os.path.realpath(report.frames[0].module)
+    return next((m for m in symbols.indexes if os.path.realpath(m.path) == path), None)
+
+
+def _entry_details(symbols: SessionSymbols, report: PauseReport) -> dict[str, Any]:
+    """What the pause event adds from the module's debug info: the arguments of a function stopped at its first
+    instruction (from their registers), and the lines a step could not stop at."""
+    module = _stopped_module(symbols, report)
+    if module is None:
+        return {}
+    out: dict[str, Any] = {}
+    if report.entry:
+        pc = int(report.registers.get("pc", "0x0"), 16)
+        out["arguments"] = entry_arguments(module.path, pc - module.slide, report.registers)
+    lines = {where.line for a in report.skipped
+             if (where := locate(module.path, int(a, 16) - module.slide)) is not None and where.line}
+    if lines:
+        out["skippedLines"] = sorted(lines)
+    return out
 
 
 class Breaking:
@@ -188,7 +220,8 @@ class Breaking:
         specs: list[BreakpointSpec] = []
         for bp in made:
             for n, site in enumerate(bp.sites):
-                args = condition_args(site.traceable) if site.traceable is not None else []
+                f = site.traceable
+                args = condition_args(f.module, f.info.address) if f is not None else []
                 spec: BreakpointSpec = {"id": f"{bp.id}#{n}", "kind": "line" if site.kind == "line" else "entry",
                                         "address": hex(site.address), "args": args}
                 if bp.condition is not None:
@@ -293,41 +326,134 @@ class Breaking:
         return next(iter(named)), sites
 
     async def on_paused(self, live: LiveSession, pid: int, report: PauseReport, stack: bytes) -> None:
-        """Store the pause event and list the thread as paused (it waits for resume)."""
+        """Store the pause event and list the thread as paused (it waits for resume); a step waiting for it ends."""
         services = self._services
         bid = report.breakpointId.split("#", 1)[0]
         try:
             await services.ingest.barrier()
             await services.write(lambda c: None)  # the calls leading up to the stop are committed before it
-            bp = live.breakpoints.breakpoints.get(bid)
             pc = report.registers.get("pc", "0x0")
-            site = next((s for s in bp.sites if hex(s.address) == pc), None) if bp is not None else None
-            # At a function's first instruction its frame does not exist yet (rbp is still the caller's): no locals
-            # are read from it there, and its arguments are read from the registers they arrive in.
-            at_line = site is not None and site.kind == "line"
             event: dict[str, Any] = {"threadId": report.tid}
             if (name := thread_name(pid, report.tid)) is not None:
                 event["threadName"] = name
+            # At a function's first instruction its frame does not exist yet (rbp is still the caller's): no locals
+            # are read from it there, and its arguments are read from the registers they arrive in.
             event.update(await asyncio.to_thread(describe_thread, report.frames, report.registers, report.stackBase,
-                                                 stack, locate, pc if at_line else None))
-            event.update(breakpointId=bid, hit=report.hit)
-            if site is not None and site.traceable is not None:
-                event["arguments"] = entry_arguments(site.traceable, report.registers)
+                                                 stack, locate, None if report.entry else pc))
+            if bid:
+                event.update(breakpointId=bid, hit=report.hit)
+            if report.step is not None:
+                event["step"] = report.step
+            if report.entry or report.skipped:
+                event.update(await asyncio.to_thread(_entry_details, await live.image.symbols, report))
+            # The line it stopped in is not skipped: it stopped in its middle, after what ran in the hook's copy.
+            if skipped := [n for n in event.pop("skippedLines", []) if n != event.get("line")]:
+                event["skippedLines"] = skipped
             if report.conditionError is not None:
                 event["conditionError"] = report.conditionError
+            if report.stepError is not None:
+                event["stepError"] = report.stepError
             where = event.get("function") or "?"
             if event.get("sourceFile"):
                 where += f" at {event['sourceFile']}:{event.get('line', '?')}"
-            event["text"] = f"paused at breakpoint {bid} in {where}, thread {report.tid}"
+            why = f"stepped {report.step} to" if report.step is not None and report.stepError is None else (
+                f"paused at breakpoint {bid} in" if bid else "paused in")
+            event["text"] = f"{why} {where}, thread {report.tid}"
             ts = report.sec * 1_000_000_000 + report.nsec - live.start_ns
             services.writer.submit_rows([crash_row(live.record.key, pid, report.tid, ts, event, EventKind.PAUSE)])
-            live.breakpoints.paused[(pid, report.tid)] = PausedThread(pid, report.tid, bid, time.monotonic(), event)
+            paused = PausedThread(pid, report.tid, bid, time.monotonic(), event, int(pc, 16), report.entry,
+                                  report.frames)
+            live.breakpoints.paused[(pid, report.tid)] = paused
+            waiter = live.breakpoints.waiters.pop((pid, report.tid), None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(paused)
             log.info("session %s: pid %d: %s", live.record.id, pid, event["text"])
         except Exception:
             log.exception("session %s: a pause could not be recorded; resuming thread %d", live.record.id, report.tid)
             process = live.processes.get(pid)
             if process is not None:
                 await services.worker.run(lambda: process.handle.resume_thread(report.tid))
+
+    async def step(self, session_id: str, thread: int | None, kind: StepKind, wait_s: float) -> dict[str, Any]:
+        """debug_continue's steps: the paused thread goes on to the next line (over, into) or out of its function;
+        the answer is where it stopped, or that it is still running after `wait_s` seconds."""
+        live = await self._sessions.require_live(session_id, "stepping")
+        state = live.breakpoints
+        candidates = [p for p in self.paused_threads(session_id) if thread is None or p.tid == thread]
+        if not candidates:
+            which = f"Thread {thread} is not" if thread is not None else "No thread is"
+            raise ValidationError(f"{which} paused in session {session_id}: a step starts from a thread stopped at a "
+                                  "breakpoint (debug_breakpoint). debug_list_sessions lists paused threads.")
+        if len(candidates) > 1:
+            raise ValidationError(f"{len(candidates)} threads are paused ({', '.join(str(p.tid) for p in candidates)})"
+                                  ": say which one steps (threadId).")
+        paused = candidates[0]
+        process = live.processes[paused.pid]
+        symbols = await live.image.symbols
+        unwound = len(paused.frames) > 1 and not paused.frames[1].scanned
+        return_address = None if unwound else await self._return_address(process, paused, symbols)
+        try:
+            plan, notes = await asyncio.to_thread(step_plan, paused, kind, symbols, return_address)
+        except LookupError as exc:
+            raise ValidationError(f"Cannot step {kind} from here: {exc}. Continue the thread instead "
+                                  "(action 'continue').") from None
+        key = (paused.pid, paused.tid)
+        waiter: asyncio.Future[PausedThread] = asyncio.get_running_loop().create_future()
+        state.waiters[key] = waiter
+        state.paused.pop(key, None)
+        handle = process.handle
+        try:
+            await self._services.worker.run(lambda: handle.resume_thread(paused.tid, plan))
+        except Exception as exc:
+            state.waiters.pop(key, None)
+            raise ValidationError(f"The thread could not be resumed: {exc}") from None
+        deadline = time.monotonic() + wait_s
+        while not waiter.done() and time.monotonic() < deadline and not process.ended:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(waiter), min(0.1, max(deadline - time.monotonic(), 0.001)))
+        if not waiter.done():
+            state.waiters.pop(key, None)
+            if process.ended:
+                return {"status": "exited", "threadId": paused.tid, "note": "The process ended during the step."}
+            return {"status": "running", "threadId": paused.tid, "notes": [
+                *notes, f"The step has not ended within {wait_s:g}s: the thread runs (a long call, a wait, a loop); it "
+                "pauses when it reaches the step's end. debug_list_sessions shows it paused then, debug_query "
+                "eventType 'pause' where."]}
+        stopped = waiter.result()
+        if stopped.event.get("stepError"):
+            raise ValidationError(f"The step could not be taken: {stopped.event['stepError']}. The thread is still "
+                                  "paused where it was.")
+        skipped = stopped.event.get("skippedLines")
+        if skipped:
+            notes.append(f"Line(s) {', '.join(map(str, skipped))} ran without a stop: their first instructions were "
+                         "moved into the hook at the function's entry (a trace or a function breakpoint there). Break "
+                         "at such a line (file + line) instead of at the function to stop there.")
+        answer: dict[str, Any] = {"status": "paused", **stopped.answer()}
+        if stopped.breakpoint_id:
+            notes.append(f"The step ended at breakpoint {stopped.breakpoint_id}.")
+        if notes:
+            answer["notes"] = notes
+        return answer
+
+    async def _return_address(self, process: TracedProcess, paused: PausedThread,
+                              symbols: SessionSymbols) -> int | None:
+        """The paused frame's return address, read from the stack at its CFA - 8 (None: not known that way), for when
+        the unwinder could not say. Not first: where Interceptor hooked the function with a leave listener, the stack
+        holds its trampoline's address (the unwinder gives the real one)."""
+        cfa = await asyncio.to_thread(frame_address, paused, symbols)
+        if cfa is None:
+            return None
+        read = prepare_raw(hex(cfa - RETURN_ADDRESS_OFFSET), 8, "pointer")
+        assert read.recipe is not None
+        recipes, handle = [read.recipe], process.handle
+        try:
+            reply, data = await self._services.worker.run(lambda: handle.read_memory(recipes, READ_TIMEOUT_S))
+        except Exception:  # the process is going away: the unwinder's frame stands
+            return None
+        [result] = reply.results
+        if result.error is not None or result.dataOffset is None:
+            return None
+        return int.from_bytes(data[result.dataOffset : result.dataOffset + 8], "little")
 
     async def resume(self, live: LiveSession, thread: int | None) -> list[PausedThread]:
         """Resume one paused thread (`thread`), or every one; returns those resumed."""

@@ -37,7 +37,9 @@ from strobe.instrument.protocol import (
     PyState,
     ReadResponse,
     ReleaseRequest,
+    ResumeRequest,
     SamplingStateChange,
+    StepPlan,
     TraceBatch,
     VariableSnapshot,
     WatchesUpdated,
@@ -221,9 +223,12 @@ class ProcessHandle:
         )
         return reply
 
-    def resume_thread(self, tid: int) -> None:
-        """Let the thread paused at a breakpoint go on (no answer: its next stop, if any, is a new report)."""
-        message = {"type": f"resume:{tid}", "action": "continue"}  # ResumeRequest, addressed to that thread
+    def resume_thread(self, tid: int, plan: StepPlan | None = None) -> None:
+        """Let the thread paused at a breakpoint go on, or take a step (`plan`); no answer: its next stop, if any,
+        is a new report."""
+        message: ResumeRequest = {"type": f"resume:{tid}", "action": "continue"}  # addressed to that thread
+        if plan is not None:
+            message["action"], message["plan"] = "step", plan
         try:
             self.script.post(message)
         except FRIDA_ERRORS as exc:

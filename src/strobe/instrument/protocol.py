@@ -211,6 +211,10 @@ class PauseReport(BaseModel):
     stackBase: str
     stackSize: int
     conditionError: str | None = None
+    entry: bool = False  # at a function's first instruction: its frame is not set up yet
+    step: Literal["over", "into", "out"] | None = None  # the end of a step (breakpointId is then "")
+    stepError: str | None = None  # the step could not be taken: the thread is still where it was
+    skipped: list[str] = []  # line starts the step could not stop at (inside a hook's relocated code)
     sec: int
     nsec: int
 
@@ -411,11 +415,25 @@ class BreakpointsRequest(TypedDict):
     remove: list[str]
 
 
-class ResumeRequest(TypedDict):
-    """Posted with the type `resume:<tid>`: the thread paused there goes on."""
+class StepPlan(TypedDict, total=False):
+    """Where a step may end (agent/src/native/stepping.ts): runtime addresses as hex, from the line tables."""
 
-    type: Literal["resume"]
-    action: Literal["continue"]
+    kind: Literal["over", "into", "out"]
+    stops: list[str]  # the first instruction of every other line of the paused function
+    returnTo: str  # the paused frame's return address
+    fromEntry: bool  # paused at a function's first instruction
+    entry: str  # the paused function's start ...
+    entryCode: str  # ... and its first bytes as built (hex), for where a hook's jump covers them
+    callRanges: list[list[str]]  # step into: the current line's code, whose calls are looked at
+    intoRanges: list[list[str]]  # step into: the code with line information
+
+
+class ResumeRequest(TypedDict, total=False):
+    """Posted with the type `resume:<tid>`: the thread paused there goes on, or takes a step (`plan`)."""
+
+    type: str
+    action: Literal["continue", "step"]
+    plan: StepPlan
 
 
 EXIT_ACK: ExitAck = {"type": "exit_ack"}

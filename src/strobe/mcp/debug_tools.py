@@ -3,7 +3,7 @@ let it go on."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from strobe.daemon.memory import prepare_raw, raw_size
 from strobe.errors import ValidationError
@@ -67,6 +67,11 @@ async def write(ctx: ToolContext, req: WriteRequest) -> dict[str, Any]:
 
 
 async def continue_(ctx: ToolContext, req: ContinueRequest) -> dict[str, Any]:
+    if req.action != "continue":
+        steps: dict[str, Literal["over", "into", "out"]] = {"step-over": "over", "step-into": "into",
+                                                            "step-out": "out"}
+        kind = steps[req.action]
+        return await ctx.manager.breaking.step(req.sessionId, req.threadId, kind, req.waitMs / 1000)
     resumed = await ctx.manager.breaking.continue_(req.sessionId, req.threadId)
     if not resumed:
         paused = ctx.manager.breaking.paused_threads(req.sessionId)
@@ -125,10 +130,15 @@ TOOLS = (
     Tool(
         "debug_continue",
         ContinueRequest,
-        "Let threads stopped at breakpoints go on: threadId, or every paused thread of the session. Returns "
-        "{status: 'running', resumed: [{threadId, breakpointId}], stillPaused: [...]}. Their next hit stops "
-        "them again (remove the breakpoint with debug_breakpoint to stop stopping).\n"
-        'Example: {"sessionId": "app-2026-02-05-14h32"}',
+        "Let threads stopped at breakpoints go on, or step one at source-line granularity. action 'continue' "
+        "(threadId, or every paused thread): {status: 'running', resumed: [{threadId, breakpointId}], "
+        "stillPaused: [...]}; their next hit stops them again (remove the breakpoint with debug_breakpoint to stop "
+        "stopping). action 'step-over' | 'step-into' | 'step-out' (the paused thread; threadId when several are): "
+        "{status: 'paused', threadId, step, function, sourceFile, line, backtrace, locals?, notes?} where it "
+        "stopped, the same as a new 'pause' event; {status: 'running'} if it has not stopped within waitMs (a "
+        "long call); {status: 'exited'} if the process ended. A breakpoint hit during the step ends it there. "
+        "Step to follow control flow a line at a time; set a breakpoint further on and continue to skip ahead.\n"
+        'Example: {"sessionId": "app-2026-02-05-14h32", "action": "step-over"}',
         continue_,
     ),
 )

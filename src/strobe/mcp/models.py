@@ -338,10 +338,15 @@ class BreakpointRequest(StrictModel):
 
 class ContinueRequest(StrictModel):
     sessionId: str = Field(min_length=1, max_length=MAX_ID)
-    action: Literal["continue"] = Field(default="continue", description=(
-        "continue: the paused thread goes on (stepping is not supported yet)."))
+    action: Literal["continue", "step-over", "step-into", "step-out"] = Field(default="continue", description=(
+        "continue: the thread goes on until a breakpoint stops it again. step-over: to the next source line of "
+        "its function (calls run through). step-into: into the function the current line calls, if it has "
+        "debug info, else as step-over. step-out: until its function returns (it stops in the caller, in the "
+        "middle of the calling line). Steps answer where the thread stopped."))
     threadId: int | None = Field(default=None, ge=1, description=(
-        "The paused thread to resume; omitted: every paused thread of the session."))
+        "The paused thread; omitted: every paused thread (continue), the only paused one (steps)."))
+    waitMs: int = Field(default=10_000, ge=0, le=60_000, description=(
+        "Steps: how long to wait for the thread to stop before answering that it is still running."))
 
 
 class LogpointAdd(StrictModel):

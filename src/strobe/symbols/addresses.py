@@ -103,6 +103,33 @@ def line_sites(path: str, file: str, line: int) -> LineSites | None:
     return None if binary is None else binary.line_sites(file, line)
 
 
+@dataclass(frozen=True)
+class StepLines:
+    """What a step from a static address needs of its function's line rows (step_lines): the function's bounds,
+    the address's (file, line), `stops` the first address of each run of rows of another line (or of line 0
+    excluded: code no line accounts for) in the function, and `line_code` the ranges of the function's code that
+    belong to the address's line."""
+
+    function_start: int
+    function_end: int
+    line: int | None
+    stops: tuple[int, ...]
+    line_code: tuple[tuple[int, int], ...]
+
+
+def step_lines(path: str, address: int) -> StepLines | None:
+    """The lines around the static code address `address` of the ELF file `path`, for a step; None when no indexed
+    function with line rows covers it."""
+    binary = _binary(path)
+    return None if binary is None else binary.step_lines(address)
+
+
+def line_code_ranges(path: str) -> list[tuple[int, int]]:
+    """The static code ranges of `path` that line tables describe (its compile units'), merged; [] without any."""
+    binary = _binary(path)
+    return [] if binary is None else binary.line_code_ranges()
+
+
 def _names_file(name: str | None, wanted: str) -> bool:
     if name is None:
         return False
@@ -276,6 +303,70 @@ class _Binary:
         next_lines = tuple(sorted(n for n in with_code if n > line)[:3]) if not addresses else ()
         return LineSites(tuple(sorted(files)), tuple(sorted(set(addresses))), next_lines)
 
+    def step_lines(self, address: int) -> StepLines | None:
+        """See step_lines()."""
+        with self.lock:
+            if self.readable is None:
+                self.readable = self._load()
+            if not self.readable:
+                return None
+            if self._functions is None:
+                self._functions = self._function_map()
+            covering = self._functions.covering(address)
+            rows = self._rows_at(address)
+            if not covering or rows is None:
+                return None
+            start, end, _ = covering[0]
+        here = rows.find(address)
+        key = _row_key(rows, bisect.bisect_right(rows.addresses, address) - 1) if here else None
+        stops: list[int] = []
+        line_code: list[tuple[int, int]] = []
+        previous: tuple[int, int] | None = None
+        first = bisect.bisect_left(rows.addresses, start)
+        for i in range(first, len(rows.addresses)):
+            at = rows.addresses[i]
+            if at >= end:
+                break
+            row = _row_key(rows, i)
+            row_end = min(rows.addresses[i + 1] if i + 1 < len(rows.addresses) else end, end)
+            if row is not None and row == key:
+                line_code.append((at, row_end))
+            elif row is not None and row != previous and row[1] > 0:
+                stops.append(at)
+            previous = row
+        return StepLines(start, end, here[1] if here else None, tuple(stops), tuple(line_code))
+
+    def line_code_ranges(self) -> list[tuple[int, int]]:
+        """See line_code_ranges()."""
+        with self.lock:
+            if self.readable is None:
+                self.readable = self._load()
+            if not self.readable or self.sections is None or not self.sections.line:
+                return []
+            ranges = self._aranges_map()
+            found = sorted(zip(ranges.starts.tolist(), ranges.ends.tolist(), strict=True)) if len(ranges) else []
+            if not found:
+                units = self._unit_map()
+                found = sorted(zip(units.starts.tolist(), units.ends.tolist(), strict=True))
+        merged: list[tuple[int, int]] = []
+        for low, high in found:
+            if merged and low <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(high, merged[-1][1]))
+            else:
+                merged.append((int(low), int(high)))
+        return merged
+
+    def _rows_at(self, address: int) -> LineRows | None:
+        """The line rows of the compile unit covering `address`."""
+        if self.sections is None or not self.sections.line:
+            return None
+        for source in (self._aranges_map, self._unit_map):
+            for _, _, unit_offset in source().covering(address):
+                rows = self._unit_rows(unit_offset)
+                if rows is not None and rows.find(address) is not None:
+                    return rows
+        return None
+
     def _line(self, address: int) -> tuple[str | None, int | None] | None:
         if self.sections is None or not self.sections.line:
             return None
@@ -344,6 +435,11 @@ class _Binary:
                         unit_offset, self.path, exc)
         self._rows[unit_offset] = rows
         return rows
+
+
+def _row_key(rows: LineRows, i: int) -> tuple[int, int] | None:
+    """(file, line) of row `i`; None for an end of sequence."""
+    return None if i < 0 or rows.files[i] == END_OF_SEQUENCE else (rows.files[i], rows.lines[i])
 
 
 def _file_names(unit: Unit, stmt_list: int) -> list[str | None]:

@@ -242,3 +242,16 @@ def read_symbol_table(elf: ELFFile) -> SymbolTable:
         parts.append((strtab, names[keep], kept["value"].astype(np.uint64), kept["size"].astype(np.uint64),
                       (kept["info"] >> 4) == STB_LOCAL))
     return SymbolTable(parts)
+
+
+def read_loaded_bytes(path: str | Path, address: int, size: int) -> bytes:
+    """The `size` bytes of the ELF file `path` that its loader maps at the static address `address` (what the code
+    there was before anything patched it); fewer when the segment's file part ends sooner, b"" outside them."""
+    with open_elf(path) as elf:
+        for segment in elf.iter_segments():
+            start, filesz = segment["p_vaddr"], segment["p_filesz"]
+            if segment["p_type"] == "PT_LOAD" and start <= address < start + filesz:
+                stream = elf.stream
+                stream.seek(segment["p_offset"] + address - start)
+                return bytes(stream.read(min(size, start + filesz - address)))
+    return b""

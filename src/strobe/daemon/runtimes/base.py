@@ -28,7 +28,7 @@ from typing import Any, Protocol, TypeVar
 
 from strobe.daemon.ingest import SlotTable, TraceIngest
 from strobe.daemon.symbols import SessionSymbols, TraceableFunction
-from strobe.instrument.protocol import ModuleInfo, WatchesUpdated
+from strobe.instrument.protocol import ModuleInfo, StepPlan, WatchesUpdated
 from strobe.store.writer import Writer
 
 T = TypeVar("T")
@@ -71,7 +71,7 @@ class AgentHandle(Protocol):
 
     def set_breakpoints(self, add: list[Any], remove: list[str]) -> Any: ...
 
-    def resume_thread(self, tid: int) -> None: ...
+    def resume_thread(self, tid: int, plan: StepPlan | None = None) -> None: ...
 
     def write_memory(self, targets: list[Any]) -> Any: ...
 

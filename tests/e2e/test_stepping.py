@@ -1,0 +1,145 @@
+"""Stepping over MCP on a C program built at test time (tests/targets/steps.c): debug_continue's step-over runs
+calls (a recursive one included) through and stops at the next line of the same frame, step-into stops in the
+function a line calls (directly or through a pointer), step-out stops in the caller; another thread paused at the
+same breakpoint stays paused while one steps."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import StrobeClient, poll
+from tests.e2e.test_breakpoints import launch, paused, stdout
+
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
+
+SOURCE = Path(__file__).parents[1] / "targets" / "steps.c"
+
+
+def line_of(needle: str) -> int:
+    text = SOURCE.read_text()
+    return text[: text.index(needle)].count("\n") + 1
+
+
+SQUARE_OPEN, SQUARE_BODY = line_of("int square(int x) {"), line_of("int y = x * x;")
+FACT_BASE, FACT_CALL, FACT_RETURN = (line_of("if (n <= 1)"), line_of("int below = fact(n - 1);"),
+                                     line_of("return n * below;"))
+WORK_SQUARE, WORK_INDIRECT, WORK_FACT, WORK_RETURN = (line_of("int s = square(a);"), line_of("int t = op(a + 1);"),
+                                                      line_of("int f = fact(3);"), line_of("return s + t + f;"))
+WORKER_CALL = line_of("int r = work(a);")
+
+
+async def step(strobe: StrobeClient, sid: str, action: str, **more: Any) -> dict[str, Any]:
+    answer: dict[str, Any] = await strobe.call("debug_continue", sessionId=sid, action=action, **more)
+    assert answer["status"] == "paused", answer
+    return answer
+
+
+async def paused_events(strobe: StrobeClient, sid: str, count: int) -> list[dict[str, Any]]:
+    """The session's pause events, once there are `count` (a step answers before its event is committed)."""
+    async def stored() -> list[dict[str, Any]] | None:
+        events = await strobe.all_events(sid, eventType="pause")
+        return events if len(events) >= count else None
+
+    found: list[dict[str, Any]] = await poll(stored, 30, f"{count} pause events")
+    return found
+
+
+async def finish(strobe: StrobeClient, sid: str, *results: str) -> None:
+    async def printed() -> bool | None:
+        out = await stdout(strobe, sid)
+        return True if all(r in out for r in results) else None
+
+    await poll(printed, 30, f"{results} to be printed")
+    await strobe.wait_for_status(sid, "exited", timeout=30)
+
+
+async def test_step_over_runs_calls_and_recursion_through_then_step_out_returns_to_the_caller(
+        strobe: StrobeClient, c_target: Callable[[str], Path], tmp_path: Path) -> None:
+    sid = await launch(strobe, c_target("steps"), tmp_path)
+    await strobe.call("debug_breakpoint", sessionId=sid, add=[{"function": "work", "condition": "a == 4"}])
+    (tmp_path / "go").touch()
+    [thread] = await paused(strobe, sid)
+    assert (thread["function"], thread["threadName"]) == ("work", "w-1")
+
+    at = await step(strobe, sid, "step-over")
+    assert (at["function"], at["line"], at["step"]) == ("work", WORK_SQUARE, "over"), at
+    at = await step(strobe, sid, "step-over")
+    assert (at["function"], at["line"]) == ("work", WORK_INDIRECT), at
+    assert at["locals"]["s"] == 16 and at["threadId"] == thread["threadId"]
+    at = await step(strobe, sid, "step-over")
+    assert (at["function"], at["line"]) == ("work", WORK_FACT), at
+    at = await step(strobe, sid, "step-over")  # fact(3)'s recursion runs through: its lines are deeper frames
+    assert (at["function"], at["line"]) == ("work", WORK_RETURN), at
+    assert (at["locals"]["t"], at["locals"]["f"]) == (25, 6), at["locals"]
+    assert not any(t.startswith("w-1 result") for t in await stdout(strobe, sid))
+
+    out = await step(strobe, sid, "step-out")
+    assert (out["function"], out["line"]) == ("worker", WORKER_CALL), out
+    pauses = await paused_events(strobe, sid, 6)
+    assert [p.get("step") for p in pauses] == [None, "over", "over", "over", "over", "out"]
+    assert [p["line"] for p in pauses[1:5]] == [WORK_SQUARE, WORK_INDIRECT, WORK_FACT, WORK_RETURN]
+
+    await strobe.call("debug_continue", sessionId=sid)
+    await finish(strobe, sid, "w-1 result 47\n", "w-2 result 67\n")
+
+
+async def test_step_into_enters_direct_and_indirect_calls(
+        strobe: StrobeClient, c_target: Callable[[str], Path], tmp_path: Path) -> None:
+    sid = await launch(strobe, c_target("steps"), tmp_path)
+    await strobe.call("debug_breakpoint", sessionId=sid, add=[{"file": "steps.c", "line": WORK_SQUARE,
+                                                               "hitCount": 1}])
+    (tmp_path / "go").touch()
+    [thread] = await paused(strobe, sid)
+    a = 4 if thread["threadName"] == "w-1" else 5
+
+    into = await step(strobe, sid, "step-into")
+    assert (into["function"], into["step"], into["line"]) == ("square", "into", SQUARE_OPEN), into
+    assert into["arguments"] == {"x": a}  # at its first instruction: read from the registers
+    at = await step(strobe, sid, "step-over")
+    assert (at["function"], at["line"]) == ("square", SQUARE_BODY), at
+    assert at["locals"] == {"x": a, "y": at["locals"]["y"]}, at  # square is a leaf: x is in the red zone
+    back = await step(strobe, sid, "step-out")
+    assert (back["function"], back["line"]) == ("work", WORK_SQUARE), back
+    assert back["locals"]["a"] == a, back
+    at = await step(strobe, sid, "step-over")
+    assert (at["function"], at["line"]) == ("work", WORK_INDIRECT), at
+    assert at["locals"]["a"] == a, at
+
+    into = await step(strobe, sid, "step-into")  # op(a + 1): a call through a function pointer
+    assert (into["function"], into["arguments"]) == ("square", {"x": a + 1}), into
+
+    await strobe.call("debug_continue", sessionId=sid)
+    await finish(strobe, sid, "w-1 result 47\n", "w-2 result 67\n")
+
+
+async def test_one_thread_steps_while_another_stays_paused_at_the_same_breakpoint(
+        strobe: StrobeClient, c_target: Callable[[str], Path], tmp_path: Path) -> None:
+    sid = await launch(strobe, c_target("steps"), tmp_path)
+    await strobe.call("debug_breakpoint", sessionId=sid, add=[{"function": "fact", "condition": "n == 3"}])
+    (tmp_path / "go").touch()
+    first, second = await paused(strobe, sid, count=2)
+
+    with pytest.raises(Exception, match="say which one"):
+        await strobe.call("debug_continue", sessionId=sid, action="step-over")
+    tid = first["threadId"]
+    at = await step(strobe, sid, "step-over", threadId=tid)
+    assert (at["function"], at["line"], at["threadId"]) == ("fact", FACT_BASE, tid), at
+    at = await step(strobe, sid, "step-over", threadId=tid)
+    assert at["line"] == FACT_CALL, at
+    at = await step(strobe, sid, "step-over", threadId=tid)  # fact(2) and fact(1) run these lines deeper down
+    assert at["line"] == FACT_RETURN, at
+    assert (at["locals"]["n"], at["locals"]["below"]) == (3, 2), at["locals"]
+
+    listed = await strobe.call("debug_list_sessions")
+    [session] = [s for s in listed["sessions"] if s["sessionId"] == sid]
+    by_thread = {p["threadId"]: p for p in session["paused"]}
+    assert by_thread[second["threadId"]]["line"] == second["line"]  # the other one has not moved
+    assert by_thread[second["threadId"]]["breakpointId"] == second["breakpointId"]
+    assert by_thread[tid]["step"] == "over"
+
+    await strobe.call("debug_continue", sessionId=sid)
+    await finish(strobe, sid, "w-1 result 47\n", "w-2 result 67\n")
