@@ -79,8 +79,8 @@ async def continue_(ctx: ToolContext, req: ContinueRequest) -> dict[str, Any]:
         others = f" Paused now: {', '.join(str(p.tid) for p in paused)}." if paused else ""
         raise ValidationError(f"Nothing to continue: {which} paused in session {req.sessionId}.{others} A thread "
                               "stops at a breakpoint (debug_breakpoint); debug_list_sessions lists paused threads.")
-    return {"status": "running", "resumed": [{"threadId": p.tid, "breakpointId": p.breakpoint_id}
-                                              for p in resumed],
+    return {"status": "running", "resumed": [{"threadId": p.tid, "breakpointId": p.breakpoint_id} if p.breakpoint_id
+                                             else {"threadId": p.tid, "step": p.event.get("step")} for p in resumed],
             "stillPaused": [p.answer() for p in ctx.manager.breaking.paused_threads(req.sessionId)]}
 
 
