@@ -1,7 +1,7 @@
-"""Stepping over MCP on a C program built at test time (tests/targets/steps.c): debug_continue's step-over runs
-calls (a recursive one included) through and stops at the next line of the same frame, step-into stops in the
-function a line calls (directly or through a pointer), step-out stops in the caller; another thread paused at the
-same breakpoint stays paused while one steps."""
+"""Stepping over MCP on C and C++ programs built at test time (tests/targets/steps.c, steps_cpp.cpp): debug_continue's
+step-over runs calls (a recursive one included) through and stops at the next line of the same frame, step-into
+stops in the function a line calls (directly, through a pointer, through a virtual call), step-out stops in the
+caller; another thread paused at the same breakpoint stays paused while one steps."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from tests.e2e.test_breakpoints import launch, paused, stdout
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
-SOURCE = Path(__file__).parents[1] / "targets" / "steps.c"
+TARGETS = Path(__file__).parents[1] / "targets"
 
 
-def line_of(needle: str) -> int:
-    text = SOURCE.read_text()
+def line_of(needle: str, source: str = "steps.c") -> int:
+    text = (TARGETS / source).read_text()
     return text[: text.index(needle)].count("\n") + 1
 
 
@@ -30,6 +30,9 @@ FACT_BASE, FACT_CALL, FACT_RETURN = (line_of("if (n <= 1)"), line_of("int below 
 WORK_SQUARE, WORK_INDIRECT, WORK_FACT, WORK_RETURN = (line_of("int s = square(a);"), line_of("int t = op(a + 1);"),
                                                       line_of("int f = fact(3);"), line_of("return s + t + f;"))
 WORKER_CALL = line_of("int r = work(a);")
+CPP = "steps_cpp.cpp"
+CPP_SUM, CPP_FOR = line_of("sum += shape->area();", CPP), line_of("for (const auto &shape", CPP)
+RECT_AREA, RECT_BODY = line_of("int area() const override {", CPP), line_of("int a = w * h;", CPP)
 
 
 async def step(strobe: StrobeClient, sid: str, action: str, **more: Any) -> dict[str, Any]:
@@ -143,3 +146,35 @@ async def test_one_thread_steps_while_another_stays_paused_at_the_same_breakpoin
 
     await strobe.call("debug_continue", sessionId=sid)
     await finish(strobe, sid, "w-1 result 47\n", "w-2 result 67\n")
+
+
+async def test_step_into_a_virtual_call_in_cpp(
+        strobe: StrobeClient, cpp_target: Callable[[str], Path], tmp_path: Path) -> None:
+    sid = await launch(strobe, cpp_target("steps_cpp"), tmp_path)
+    await strobe.call("debug_breakpoint", sessionId=sid, add=[{"file": "steps_cpp.cpp", "line": CPP_SUM,
+                                                               "hitCount": 1}])
+    (tmp_path / "go").touch()
+    await paused(strobe, sid)
+
+    into = await step(strobe, sid, "step-into")  # the line's first call: unique_ptr's operator-> (it has lines)
+    assert "unique_ptr" in into["function"] and into["function"].endswith("operator->"), into
+    back = await step(strobe, sid, "step-out")
+    assert (back["function"], back["line"]) == ("total", CPP_SUM), back
+    into = await step(strobe, sid, "step-into")  # the rest of the line: area() through the vtable
+    assert (into["function"], into["line"]) == ("Rect::area", RECT_AREA), into
+    at = await step(strobe, sid, "step-over")
+    assert (at["function"], at["line"]) == ("Rect::area", RECT_BODY), at
+    back = await step(strobe, sid, "step-out")
+    assert (back["function"], back["line"]) == ("total", CPP_SUM), back
+    at = await step(strobe, sid, "step-over")  # the loop's increment and condition
+    assert (at["function"], at["line"]) == ("total", CPP_FOR), at
+    at = await step(strobe, sid, "step-over")
+    assert (at["function"], at["line"], at["locals"]["sum"]) == ("total", CPP_SUM, 6), at
+    into = await step(strobe, sid, "step-into")
+    assert into["function"].endswith("operator->"), into
+    await step(strobe, sid, "step-out")
+    into = await step(strobe, sid, "step-into")
+    assert into["function"] == "Odd::area", into
+
+    await strobe.call("debug_continue", sessionId=sid)
+    await finish(strobe, sid, "total 13\n")

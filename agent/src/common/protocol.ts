@@ -460,7 +460,8 @@ export type StepKind = "over" | "into" | "out";
 export interface StepPlan {
   kind: StepKind;
   stops: string[]; // the first instruction of every other line of the paused function
-  returnTo?: string; // the paused frame's return address
+  returnTo?: string; // the paused frame's return address, as the stack holds it ...
+  unwoundReturn?: string; // ... and as the unwinder gave it (for when the stack holds Frida's trampoline's)
   fromEntry: boolean; // paused at a function's first instruction
   entry?: string; // the paused function's start ...
   entryCode?: string; // ... and its first bytes as built (hex): where an Interceptor hook's jump covers them

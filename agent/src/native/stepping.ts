@@ -35,8 +35,8 @@ class Step {
   readonly skipped: string[] = []; // stops inside a hook's relocated code: never reached at their address
   done = false;
 
-  constructor(readonly tid: number, readonly plan: StepPlan, sp: NativePointer) {
-    this.returnTo = plan.returnTo === undefined ? null : ptr(plan.returnTo).toString();
+  constructor(readonly tid: number, readonly plan: StepPlan, sp: NativePointer, returnTo: NativePointer | null) {
+    this.returnTo = returnTo === null ? null : returnTo.toString();
     this.frameSp = uint64(sp.toString());
   }
 
@@ -95,7 +95,7 @@ export class Stepper {
   // The paused thread `tid` (its registers `context`, its stack pointer `sp`; at `pc`) goes on under `plan`.
   begin(tid: number, plan: StepPlan, context: X64CpuContext, pc: NativePointer, sp: NativePointer): void {
     this.cancel(tid);
-    const step = new Step(tid, plan, sp);
+    const step = new Step(tid, plan, sp, this.returnAddress(plan));
     this.active.set(tid, step);
     try {
       if (plan.kind !== "out") {
@@ -127,6 +127,24 @@ export class Stepper {
       this.cancel(tid);
       throw e;
     }
+  }
+
+  // Where the paused frame returns to: the address its stack holds, unless that is a stub's (a call a trap's stub
+  // ran returns there: the stub jumps on after the original call) or Frida's (a hook's leave trampoline: then the
+  // unwinder's address, which Frida translates).
+  private returnAddress(plan: StepPlan): NativePointer | null {
+    if (plan.returnTo === undefined) {
+      return null;
+    }
+    const held = ptr(plan.returnTo);
+    const inStub = this.traps.returnPoint(held);
+    if (inStub !== null) {
+      return inStub;
+    }
+    if (Process.findModuleByAddress(held) === null && plan.unwoundReturn !== undefined) {
+      return this.traps.returnPoint(ptr(plan.unwoundReturn)) ?? ptr(plan.unwoundReturn);
+    }
+    return held;
   }
 
   // The thread's step ends without a stop of its own (a breakpoint stopped it, or it is resumed otherwise).

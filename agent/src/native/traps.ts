@@ -24,6 +24,7 @@ export type TrapHandler = (context: X64CpuContext, tid: number, at: NativePointe
 
 interface Stub {
   code: NativePointer; // where the trap sends the thread
+  next: NativePointer; // the instruction after the covered one
   landing: NativePointer; // the hooked part
   hooked: boolean; // the landing's hook is in place
   original: number; // the byte the int3 replaces
@@ -55,7 +56,7 @@ export class Traps {
       if (original === INT3) {
         throw new Error("the instruction there is already an int3 (another debugger's, or the program's own)");
       }
-      const [code, landing] = this.relocate(at);
+      const [code, landing, next] = this.relocate(at);
       const handler = this.handler;
       Interceptor.attach(landing, {
         onEnter() {
@@ -70,7 +71,7 @@ export class Traps {
         },
       });
       Interceptor.flush();
-      stub = { code, landing, hooked: false, original, users: 0 };
+      stub = { code, next, landing, hooked: false, original, users: 0 };
       this.stubs.set(key, stub);
     }
     if (stub.users === 0) {
@@ -94,13 +95,14 @@ export class Traps {
   }
 
   // The stub of `at` (see the header) and its landing.
-  private relocate(at: NativePointer): [NativePointer, NativePointer] {
+  private relocate(at: NativePointer): [NativePointer, NativePointer, NativePointer] {
     if (this.copies === null || this.copiesUsed + STUB_SIZE > Process.pageSize) {
       this.copies = Memory.alloc(Process.pageSize);
       this.copiesUsed = 0;
     }
     const stub = this.copies.add(this.copiesUsed);
     let landing = stub;
+    let length = 0;
     Memory.patchCode(stub, STUB_SIZE, (code) => {
       const writer = new X86Writer(code, { pc: stub });
       writer.putLeaRegRegOffset("rsp", "rsp", -RED_ZONE);
@@ -108,7 +110,7 @@ export class Traps {
       writer.putNopPadding(LANDING);
       writer.putLeaRegRegOffset("rsp", "rsp", RED_ZONE);
       const relocator = new X86Relocator(at, writer);
-      const length = relocator.readOne();
+      length = relocator.readOne();
       if (length === 0) {
         throw new Error("the instruction there cannot be relocated");
       }
@@ -117,7 +119,19 @@ export class Traps {
       writer.flush();
     });
     this.copiesUsed += STUB_SIZE;
-    return [stub, landing];
+    return [stub, landing, at.add(length)];
+  }
+
+  // Where a return address that points into a stub goes on: a call the stub ran for its int3 (the relocated copy
+  // calls from the stub) returns into the stub, which jumps to the instruction after the original call. Null when
+  // `address` is in no stub.
+  returnPoint(address: NativePointer): NativePointer | null {
+    for (const stub of this.stubs.values()) {
+      if (address.compare(stub.code) >= 0 && address.compare(stub.code.add(STUB_SIZE)) < 0) {
+        return stub.next;
+      }
+    }
+    return null;
   }
 
   // A trap of one of these int3s sends its thread to the stub (whose hook does the rest, off the signal's stack).

@@ -390,8 +390,7 @@ class Breaking:
         paused = candidates[0]
         process = live.processes[paused.pid]
         symbols = await live.image.symbols
-        unwound = len(paused.frames) > 1 and not paused.frames[1].scanned
-        return_address = None if unwound else await self._return_address(process, paused, symbols)
+        return_address = await self._return_address(process, paused, symbols)
         try:
             plan, notes = await asyncio.to_thread(step_plan, paused, kind, symbols, return_address)
         except LookupError as exc:
@@ -437,9 +436,9 @@ class Breaking:
 
     async def _return_address(self, process: TracedProcess, paused: PausedThread,
                               symbols: SessionSymbols) -> int | None:
-        """The paused frame's return address, read from the stack at its CFA - 8 (None: not known that way), for when
-        the unwinder could not say. Not first: where Interceptor hooked the function with a leave listener, the stack
-        holds its trampoline's address (the unwinder gives the real one)."""
+        """The paused frame's return address, read from the stack at its CFA - 8: exact where the unwinder, starting
+        from a trap's stub, may take a wrong first frame. None when the call frame information does not say (the
+        agent then takes the unwinder's frame 1, as it does when the value is in Frida's code)."""
         cfa = await asyncio.to_thread(frame_address, paused, symbols)
         if cfa is None:
             return None

@@ -45,14 +45,13 @@ def frame_address(paused: PausedThread, symbols: SessionSymbols) -> int | None:
 def step_plan(paused: PausedThread, kind: StepKind, symbols: SessionSymbols,
               return_address: int | None) -> tuple[StepPlan, list[str]]:
     """The agent's plan for stepping `paused` (`kind`: over, into, out), and notes for the answer. `return_address`:
-    read at the frame's CFA - 8 (frame_address) when the unwinder's frame 1 is missing or only scanned; None: the
-    unwinder's frame 1 is taken."""
+    read at the frame's CFA - 8 (frame_address); None: the unwinder's frame 1 is taken."""
     notes: list[str] = []
     plan: StepPlan = {"kind": kind, "stops": [], "fromEntry": paused.entry, "callRanges": [], "intoRanges": []}
+    if len(paused.frames) > 1:
+        plan["returnTo"] = plan["unwoundReturn"] = paused.frames[1].address
     if return_address is not None:
         plan["returnTo"] = hex(return_address)
-    elif len(paused.frames) > 1:
-        plan["returnTo"] = paused.frames[1].address
     elif kind == "out":
         raise LookupError("the backtrace has no caller frame to return to")
     if kind == "out":
@@ -71,8 +70,8 @@ def step_plan(paused: PausedThread, kind: StepKind, symbols: SessionSymbols,
     plan["entry"] = hex(lines.function_start + slide)
     plan["entryCode"] = read_loaded_bytes(module.path, lines.function_start, ENTRY_BYTES).hex()
     if kind == "into":
-        plan["callRanges"] = [[hex(low + slide), hex(high + slide)] for low, high in lines.line_code]
-        plan["intoRanges"] = [[hex(low + m.slide), hex(high + m.slide)]
+        plan["callRanges"] = [(hex(low + slide), hex(high + slide)) for low, high in lines.line_code]
+        plan["intoRanges"] = [(hex(low + m.slide), hex(high + m.slide))
                               for m in symbols.indexes for low, high in line_code_ranges(m.path)]
     return plan, notes
 

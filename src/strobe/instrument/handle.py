@@ -226,11 +226,12 @@ class ProcessHandle:
     def resume_thread(self, tid: int, plan: StepPlan | None = None) -> None:
         """Let the thread paused at a breakpoint go on, or take a step (`plan`); no answer: its next stop, if any,
         is a new report."""
-        message: ResumeRequest = {"type": f"resume:{tid}", "action": "continue"}  # addressed to that thread
+        message: ResumeRequest = {"type": "resume", "action": "continue"}
         if plan is not None:
             message["action"], message["plan"] = "step", plan
+        addressed = {**message, "type": f"resume:{tid}"}  # to that thread's recv
         try:
-            self.script.post(message)
+            self.script.post(addressed)
         except FRIDA_ERRORS as exc:
             raise ProcessGone(f"The process {self.pid} is gone ({exc}).") from exc
 

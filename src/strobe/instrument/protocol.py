@@ -211,7 +211,7 @@ class PauseReport(BaseModel):
     stackBase: str
     stackSize: int
     conditionError: str | None = None
-    entry: bool = False  # at a function's first instruction: its frame is not set up yet
+    entry: bool  # at a function's first instruction: its frame is not set up yet
     step: Literal["over", "into", "out"] | None = None  # the end of a step (breakpointId is then "")
     stepError: str | None = None  # the step could not be taken: the thread is still where it was
     skipped: list[str] = []  # line starts the step could not stop at (inside a hook's relocated code)
@@ -415,25 +415,26 @@ class BreakpointsRequest(TypedDict):
     remove: list[str]
 
 
-class StepPlan(TypedDict, total=False):
+class StepPlan(TypedDict):
     """Where a step may end (agent/src/native/stepping.ts): runtime addresses as hex, from the line tables."""
 
     kind: Literal["over", "into", "out"]
     stops: list[str]  # the first instruction of every other line of the paused function
-    returnTo: str  # the paused frame's return address
+    returnTo: NotRequired[str]  # the paused frame's return address, as the stack holds it ...
+    unwoundReturn: NotRequired[str]  # ... and as the unwinder gave it (for when the stack holds Frida's trampoline's)
     fromEntry: bool  # paused at a function's first instruction
-    entry: str  # the paused function's start ...
-    entryCode: str  # ... and its first bytes as built (hex), for where a hook's jump covers them
-    callRanges: list[list[str]]  # step into: the current line's code, whose calls are looked at
-    intoRanges: list[list[str]]  # step into: the code with line information
+    entry: NotRequired[str]  # the paused function's start ...
+    entryCode: NotRequired[str]  # ... and its first bytes as built (hex), for where a hook's jump covers them
+    callRanges: list[tuple[str, str]]  # step into: the current line's code, whose calls are looked at
+    intoRanges: list[tuple[str, str]]  # step into: the code with line information
 
 
-class ResumeRequest(TypedDict, total=False):
+class ResumeRequest(TypedDict):
     """Posted with the type `resume:<tid>`: the thread paused there goes on, or takes a step (`plan`)."""
 
-    type: str
+    type: Literal["resume"]
     action: Literal["continue", "step"]
-    plan: StepPlan
+    plan: NotRequired[StepPlan]
 
 
 EXIT_ACK: ExitAck = {"type": "exit_ack"}
