@@ -34,7 +34,6 @@ import bisect
 import logging
 import os
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +56,7 @@ from strobe.symbols.dwarf_scan import list_units
 from strobe.symbols.dwarf_unit import DwarfSections, Unit
 from strobe.symbols.elf import SECTION_ERRORS, SymbolTable, open_elf, read_dwarf_sections, read_symbol_table
 from strobe.symbols.index import FunctionIndex, build_index
+from strobe.symbols.per_file import PerFile
 
 log = logging.getLogger(__name__)
 
@@ -141,30 +141,12 @@ def _names_file(name: str | None, wanted: str) -> bool:
 # --- per-file cache --------------------------------------------------------------------------------
 
 _MAX_BINARIES = 16  # the files most recently asked about stay cached (each keeps its DWARF sections)
-_BINARIES: OrderedDict[tuple[str, int, int], _Binary] = OrderedDict()
-_BINARIES_LOCK = threading.Lock()
 
 
 def _binary(path: str | Path) -> _Binary | None:
     """The shared _Binary of `path` (a new one when the file changed since), None if it does not exist.
     Nothing is read here: the first locate() of the _Binary reads the file, under the _Binary's own lock."""
-    resolved = os.path.realpath(path)
-    try:
-        stat = os.stat(resolved)
-    except OSError:
-        return None
-    key = (resolved, stat.st_size, stat.st_mtime_ns)
-    with _BINARIES_LOCK:
-        binary = _BINARIES.get(key)
-        if binary is None:
-            for old in [k for k in _BINARIES if k[0] == resolved]:
-                del _BINARIES[old]
-            binary = _BINARIES[key] = _Binary(resolved)
-            while len(_BINARIES) > _MAX_BINARIES:
-                _BINARIES.popitem(last=False)
-        else:
-            _BINARIES.move_to_end(key)
-        return binary
+    return _BINARIES.get(path)
 
 
 # --- one binary ------------------------------------------------------------------------------------
@@ -435,6 +417,9 @@ class _Binary:
                         unit_offset, self.path, exc)
         self._rows[unit_offset] = rows
         return rows
+
+
+_BINARIES: PerFile[_Binary] = PerFile(_Binary, _MAX_BINARIES)
 
 
 def _row_key(rows: LineRows, i: int) -> tuple[int, int] | None:

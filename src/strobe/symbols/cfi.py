@@ -13,21 +13,18 @@ from __future__ import annotations
 
 import bisect
 import logging
-import os
 import threading
-from collections import OrderedDict
 from typing import Any
 
 from elftools.common.exceptions import ELFError
 
 from strobe.symbols.elf import SECTION_ERRORS, open_elf
+from strobe.symbols.per_file import PerFile
 
 log = logging.getLogger(__name__)
 
 RETURN_ADDRESS_OFFSET = 8  # x86-64: the call pushed it just below the CFA
 _MAX_FILES = 8
-_FILES: OrderedDict[tuple[str, int, int], _FrameTable] = OrderedDict()
-_LOCK = threading.Lock()
 
 
 class _FrameTable:
@@ -84,18 +81,8 @@ def _decode(fde: Any) -> list[tuple[int, tuple[int, int] | None]]:
 def cfa_rule(path: str, address: int) -> tuple[int, int] | None:
     """(DWARF register number, offset): the CFA at the static address `address` of `path` is that register's value
     plus the offset. None when no entry covers the address, or its rule is not register + offset."""
-    resolved = os.path.realpath(path)
-    try:
-        stat = os.stat(resolved)
-    except OSError:
-        return None
-    key = (resolved, stat.st_size, stat.st_mtime_ns)
-    with _LOCK:
-        table = _FILES.get(key)
-        if table is None:
-            table = _FILES[key] = _FrameTable(resolved)
-            while len(_FILES) > _MAX_FILES:
-                _FILES.popitem(last=False)
-        else:
-            _FILES.move_to_end(key)
-    return table.rule(address)
+    table = _TABLES.get(path)
+    return None if table is None else table.rule(address)
+
+
+_TABLES: PerFile[_FrameTable] = PerFile(_FrameTable, _MAX_FILES)
