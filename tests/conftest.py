@@ -224,9 +224,10 @@ async def poll(check: Callable[[], Awaitable[T | None]], timeout: float, what: s
 
 @asynccontextmanager
 async def connect(home: Path) -> AsyncIterator[StrobeClient]:
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "strobe", "mcp"], env={"STROBE_HOME": str(home)}
-    )
+    env = {"STROBE_HOME": str(home)}
+    if "PYTHONPATH" in os.environ:  # the strobe this test imports (a worktree's), not the one the venv installed
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    params = StdioServerParameters(command=sys.executable, args=["-m", "strobe", "mcp"], env=env)
     async with AsyncExitStack() as stack:
         read, write = await stack.enter_async_context(stdio_client(params))
         session = await stack.enter_async_context(ClientSession(read, write))
