@@ -37,6 +37,8 @@ const SIGNAL_NUMBERS: Record<string, number[]> = {
 const SIGNAL_NAMES: Record<number, string> = { 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 11: "SIGSEGV" };
 const BELOW_FP = 512; // bytes of stack dumped below the frame pointer (locals) ...
 const ABOVE_FP = 128; // ... and above it (saved registers, return address, caller's outgoing arguments)
+const FRAMES_STACK = 64 * 1024; // bytes of stack dumped for a stopped thread's frames (a pause)
+const RED_ZONE = 128; // bytes below the stack pointer a function may use without moving it (System V x86-64)
 const MAX_FRAMES = 64;
 const REGISTERS = ["pc", "sp", "rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "r8", "r9", "r10", "r11", "r12",
   "r13", "r14", "r15"];
@@ -145,8 +147,9 @@ function hookedCallee(returnAddress: NativePointer | undefined): NativePointer |
   return null;
 }
 
-function stackDump(fp: NativePointer): [string, ArrayBuffer | null] {
-  // From the widest window to narrower ones: the frame may sit near the top or bottom of the stack mapping.
+// A crash's dump: the stack around the frame pointer, from the widest window to narrower ones (the frame may sit
+// near the top or bottom of the stack mapping).
+function aroundFramePointer(fp: NativePointer): [string, ArrayBuffer | null] {
   for (const [below, above] of [[BELOW_FP, ABOVE_FP], [BELOW_FP, 16], [256, 16], [0, 16]]) {
     try {
       const start = fp.sub(below);
@@ -159,6 +162,30 @@ function stackDump(fp: NativePointer): [string, ArrayBuffer | null] {
     }
   }
   return [fp.toString(), null];
+}
+
+// A stopped thread's dump, for the host to unwind its frames and read their variables: from the red zone below the
+// stack pointer (a leaf function's locals may be there) up the stack, FRAMES_STACK bytes at most, within the
+// stack's mapping. Falls back to the crash's window.
+function upTheStack(sp: NativePointer, fp: NativePointer): [string, ArrayBuffer | null] {
+  try {
+    const range = Process.findRangeByAddress(sp);
+    if (range !== null) {
+      const end = range.base.add(range.size);
+      let start = sp.sub(RED_ZONE);
+      if (start.compare(range.base) < 0) {
+        start = range.base;
+      }
+      const size = Math.min(FRAMES_STACK, end.sub(start).toUInt32());
+      const bytes = start.readByteArray(size);
+      if (bytes !== null) {
+        return [start.toString(), bytes];
+      }
+    }
+  } catch {
+    // the crash's window then
+  }
+  return aroundFramePointer(fp);
 }
 
 // Frida's signal handler, when the program's disposition of a signal nobody handled is the default, puts the
@@ -194,7 +221,7 @@ class Redelivery {
 }
 
 // What a stopped thread looks like to the host (a crash, a breakpoint's pause): its registers, its backtrace and
-// the stack around its frame pointer (sent as the message's data).
+// a dump of its stack (sent as the message's data).
 export interface ThreadSnapshot {
   registers: Record<string, string>;
   frames: CrashFrame[];
@@ -203,7 +230,10 @@ export interface ThreadSnapshot {
 }
 
 // `at`, `sp`: where the thread really is and its stack pointer, when the context's are a copy's (a trap's stub).
-export function snapshot(context: CpuContext, at?: NativePointer, sp?: NativePointer): ThreadSnapshot {
+// `stack`: "frames" dumps up the stack from the stack pointer (64 KiB: the frames of a paused thread, each one's
+// variables), "crash" only around the frame pointer (640 bytes: a dying thread's report stays small).
+export function snapshot(context: CpuContext, at?: NativePointer, sp?: NativePointer,
+                         stack: "frames" | "crash" = "frames"): ThreadSnapshot {
   const x64 = context as X64CpuContext;
   const registers: Record<string, string> = {};
   for (const name of REGISTERS) {
@@ -215,8 +245,8 @@ export function snapshot(context: CpuContext, at?: NativePointer, sp?: NativePoi
   if (sp !== undefined) {
     registers.sp = sp.toString();
   }
-  const [stackBase, stack] = stackDump(x64.rbp);
-  return { registers, frames: frames(context, at), stackBase, stack };
+  const [stackBase, dump] = stack === "frames" ? upTheStack(ptr(registers.sp), x64.rbp) : aroundFramePointer(x64.rbp);
+  return { registers, frames: frames(context, at), stackBase, stack: dump };
 }
 
 function report(details: ExceptionDetails, info: Siginfo | null, flush: () => void): void {
@@ -225,7 +255,7 @@ function report(details: ExceptionDetails, info: Siginfo | null, flush: () => vo
   } catch (e) {
     emit({ type: "log", level: "warning", message: `trace flush before the crash report failed: ${e}` });
   }
-  const { registers, frames: backtrace, stackBase, stack } = snapshot(details.context);
+  const { registers, frames: backtrace, stackBase, stack } = snapshot(details.context, undefined, undefined, "crash");
   const [sec, nsec] = monotonicNow();
   const message: CrashReport = {
     type: "crash",

@@ -22,24 +22,29 @@ address is shown, it could be a sender's pid).
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
 from collections.abc import Callable
 from typing import Any, Literal
 
+from strobe.daemon.stack_frames import (
+    MAX_FRAMES_WITH_LOCALS,
+    ThreadFrame,
+    frame_fields,
+    image_base,
+    thread_frames,
+)
 from strobe.instrument.protocol import CrashFrame, CrashReport, Siginfo
 from strobe.store.schema import EventKind
 from strobe.symbols.addresses import SourceLocation
-from strobe.symbols.elf import read_elf_info
-from strobe.symbols.frame_locals import frame_locals
+from strobe.symbols.frame_walk import MAX_FRAMES, StackDump
 
 log = logging.getLogger(__name__)
 
 Locate = Callable[[str, int], SourceLocation | None]
 
-_MAX_FRAME = 1 << 20  # bytes between a frame pointer and its caller's, at most, for a plausible frame chain
+FRAME_MEMORY_BELOW, FRAME_MEMORY_ABOVE = 512, 128  # what frameMemory shows around the frame pointer
 _ACCESS = {"read": "read", "write": "write", "execute": "execute"}
 
 ProcessName = Callable[[int], str | None]
@@ -80,17 +85,20 @@ def describe_crash(
         event["faultAddress"] = report.memory.address
         event["access"] = _ACCESS.get(report.memory.operation, report.memory.operation)
     event.update(cause)
-    event.update(describe_thread(report.frames, report.registers, report.stackBase, stack, locate, report.address))
+    event.update(describe_thread(report.frames, report.registers, report.stackBase, stack, locate, report.address,
+                                 every_frame=False))
     event["text"] = summary(event)
     return event
 
 
 def describe_thread(frames: list[CrashFrame], registers: dict[str, str], stack_base: str, stack: bytes,
-                    locate: Locate, pc: str | None) -> dict[str, Any]:
+                    locate: Locate, pc: str | None, every_frame: bool = True) -> dict[str, Any]:
     """Where a stopped thread is (a crash, a breakpoint's pause): `function`, `sourceFile`, `line` of its innermost
-    frame with a name, the symbolized `backtrace`, `registers`, the stack dump as `frameMemory`, and the innermost
-    function's `locals` read from it when rbp is that function's frame pointer. `pc`: where the thread is, when
-    its frame may be set up (None: it is not, as at a function's first instruction; no locals are read)."""
+    frame with a name, the symbolized `backtrace`, `registers`, the stack around the frame pointer as `frameMemory`,
+    and the innermost function's `locals` read from the stack dump. With `every_frame` (a pause, whose dump reaches
+    up the stack) each backtrace frame gets its own `locals`, or `localsNotCaptured` saying why not
+    (daemon/stack_frames.py). `pc`: where the thread is, None when it is at a function's first instruction (its
+    frame is not set up yet: no locals of its own)."""
     located = [_frame(f.address, f.module, f.base, f.returnAddress, locate) for f in frames]
     backtrace = [frame for frame, _ in located]
     for frame, sent in zip(backtrace, frames, strict=True):
@@ -102,22 +110,47 @@ def describe_thread(frames: list[CrashFrame], registers: dict[str, str], stack_b
         out.update(function=top["function"], sourceFile=top.get("file"), line=top.get("line"))
     out["backtrace"] = backtrace
     out["registers"] = dict(registers)
-    if stack:
-        fp = int(registers.get("rbp", "0"), 16)
-        base = int(stack_base, 16)
-        out["frameMemory"] = {"address": stack_base, "framePointer": hex(fp), "size": len(stack),
-                              "belowFramePointer": max(fp - base, 0), "hex": stack.hex()}
-        where = located[0][1] if located else None
-        if (pc is not None and where is not None and where.function_start is not None
-                and _own_frame(frames, pc, fp, base, stack)):
-            try:
-                found = frame_locals(frames[0].module, where.function_start, fp, base, stack)
-            except Exception:  # locals are an extra: the rest of the report stands
-                log.exception("cannot read the locals of %s", where.function)
-                found = None
-            if found:
-                out["locals"] = found
+    if not stack:
+        return out
+    dump = StackDump(int(stack_base, 16), stack)
+    out["frameMemory"] = _frame_memory(dump, int(registers.get("rbp", "0"), 16))
+    if not frames or int(frames[0].address, 16) != int(registers.get("pc", "0"), 16):
+        return out  # the registers are those of Frida's copy of the code: no frame can be unwound from them
+    walked = thread_frames(frames, registers, dump, [where for _, where in located], at_entry=pc is None,
+                           locate=locate if every_frame else None, limit=MAX_FRAMES if every_frame else 1)
+    fields = [frame_fields(frame, dump) if frame.index < MAX_FRAMES_WITH_LOCALS else {"localsNotCaptured": (
+        f"beyond the first {MAX_FRAMES_WITH_LOCALS} frames: read them with debug_read ({{variable, frame: "
+        f"{frame.index}}}) while the thread is paused")} for frame in walked]
+    if fields and fields[0].get("locals"):
+        out["locals"] = fields[0]["locals"]
+    if every_frame:  # the backtrace as the stack's chain has it (the agent's frames, then those it missed)
+        out["backtrace"] = backtrace = [_unwound_frame(frame) if frame.code is not None and frame.code.unwound
+                                        else backtrace[frame.index] for frame in walked]
+        for frame_out, extra in zip(backtrace, fields, strict=True):
+            frame_out.update(extra)
     return out
+
+
+def _unwound_frame(frame: ThreadFrame) -> dict[str, Any]:
+    """A backtrace entry for a frame the agent's backtrace did not have (symbols/frame_walk.py found it)."""
+    assert frame.code is not None
+    out: dict[str, Any] = {"address": hex(frame.code.address), "module": os.path.basename(frame.code.module)}
+    where = frame.location
+    if where is not None:
+        out.update({k: v for k, v in (("function", where.function), ("file", where.file), ("line", where.line)) if v})
+    out["unwound"] = True
+    return out
+
+
+def _frame_memory(dump: StackDump, fp: int) -> dict[str, Any]:
+    """The dump around the frame pointer, as much as a crash report carries (512 bytes below it, 128 above), or
+    its first 640 bytes when the frame pointer is not in it (code without one)."""
+    start, end = ((max(dump.base, fp - FRAME_MEMORY_BELOW), min(dump.end, fp + FRAME_MEMORY_ABOVE))
+                  if dump.base <= fp < dump.end else (dump.base, min(dump.end, dump.base + FRAME_MEMORY_BELOW
+                                                                     + FRAME_MEMORY_ABOVE)))
+    data = dump.read(start, end - start) or b""
+    return {"address": hex(start), "framePointer": hex(fp), "size": len(data),
+            "belowFramePointer": max(fp - start, 0), "hex": data.hex()}
 
 
 def summary(event: dict[str, Any]) -> str:
@@ -210,27 +243,13 @@ def thread_name(pid: int, tid: int) -> str | None:
         return None
 
 
-def _own_frame(frames: list[CrashFrame], pc: str, fp: int, base: int, stack: bytes) -> bool:
-    """Whether rbp looks like the crashing function's frame pointer: the return address into its caller (the
-    next frame) sits just above it, or (a hooked function's return address is Frida's) the caller's saved
-    frame pointer just below that is a little higher up the stack. Not so in code built without frame
-    pointers, or in a function's prologue (the pc was then moved to the function's start, see crash.ts)."""
-    if len(frames) < 2 or frames[0].address != pc:
-        return False
-    at = fp - base
-    if not 0 <= at <= len(stack) - 16:
-        return False
-    saved_fp, return_address = (int.from_bytes(stack[i : i + 8], "little") for i in (at, at + 8))
-    return return_address == int(frames[1].address, 16) or fp < saved_fp < fp + _MAX_FRAME
-
-
 def _frame(
     address: str, module: str, base: str, return_address: bool, locate: Locate
 ) -> tuple[dict[str, Any], SourceLocation | None]:
     out: dict[str, Any] = {"address": address, "module": os.path.basename(module)}
     try:
         runtime = int(address, 16)
-        static = runtime - int(base, 16) + _image_base(module)
+        static = runtime - int(base, 16) + image_base(module)
         found = locate(module, static - 1 if return_address else static)
     except Exception:  # symbolizing is best effort: the address and module stay
         log.exception("cannot symbolize %s in %s", address, module)
@@ -243,11 +262,3 @@ def _frame(
         if found.line:
             out["line"] = found.line
     return out, found
-
-
-@functools.lru_cache(maxsize=64)
-def _image_base(path: str) -> int:
-    try:
-        return read_elf_info(path).image_base
-    except Exception:  # not readable as ELF (vdso, deleted file): symbolize nothing
-        raise ValueError(f"{path}: not an ELF file") from None
