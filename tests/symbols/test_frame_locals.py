@@ -13,15 +13,18 @@ from elftools.elf.elffile import ELFFile
 
 from strobe.symbols.addresses import line_sites
 from strobe.symbols.dwarf_dies import AT_CONST_VALUE, AT_LOCATION, AT_NAME, TAG_VARIABLE, Die
+from strobe.symbols.expressions import resolve_at
 from strobe.symbols.frame_locals import (
     OPTIMISED_OUT,
     FrameScope,
+    FrameUnreadable,
     FrameVariable,
+    _frame_base,
     _variable,
     frame_values,
     frame_variables,
 )
-from strobe.symbols.frame_walk import RBX, RSP, FrameState, StackDump
+from strobe.symbols.frame_walk import RBP, RBX, RSP, FrameState, StackDump
 from strobe.symbols.index import build_index
 from strobe.symbols.variables import variable_index
 
@@ -168,3 +171,39 @@ def test_values_that_cannot_be_read_say_why(c_target: Callable[[str], Path]) -> 
     values = frame_values(FrameScope("f", variables, index), StackDump(0x1000, bytes(4) + (77).to_bytes(4, "little")))
     assert values == {"kept": "<in register rbx: not captured>", "gone": "<optimised out>",
                       "far": "<outside the dumped stack, at 0x10: not captured>", "here": 77, "fixed": 3}
+
+
+@pytest.mark.parametrize(("expression", "expected"), [
+    (bytes([0x9C]), CFA),  # DW_OP_call_frame_cfa: gcc
+    (bytes([0x56]), 0x6000),  # DW_OP_reg6 (rbp): clang -O0
+    (bytes([0x57]), 0x7000),  # DW_OP_reg7 (rsp): Rust debug builds
+    (bytes([0x77, 0x10]), 0x7010),  # DW_OP_breg7 +16
+])
+def test_frame_base_forms(expression: bytes, expected: int) -> None:
+    assert _frame_base(expression, FrameState(CFA, {RBP: 0x6000, RSP: 0x7000}))() == expected
+
+
+def test_frame_bases_that_cannot_be_used_say_why() -> None:
+    cases = {bytes([0x9C]): FrameState(None, {}), bytes([0x56]): FrameState(CFA, {}), bytes([0x10, 0x01]):
+             FrameState(CFA, {}), None: FrameState(CFA, {})}
+    reasons = []
+    for expression, state in cases.items():
+        with pytest.raises(FrameUnreadable) as raised:
+            _frame_base(expression, state)()
+        reasons.append(raised.value.message)
+    assert reasons == ["its frame's call frame address is not known",
+                       "based on rbp, which is not known in this frame", "frame base 1001 is not supported",
+                       "the function has no frame base"]
+
+
+def test_a_local_whose_slot_holds_its_address_is_read_through_it(c_target: Callable[[str], Path]) -> None:
+    """DW_OP_fbreg n, DW_OP_deref (Rust closures' captures): the read recipe first follows the slot's pointer."""
+    binary = c_target("frames")
+    index = variable_index(binary)
+    scope = frame_variables(index, start_of(binary, "checkout"), start_of(binary, "checkout") + 8,
+                            FrameState(CFA, {}), 0)
+    items = scope.variables["items"]
+    direct = resolve_at(index, "items[1].qty", 0x1000, items.type_die)
+    through = resolve_at(index, "items[1].qty", 0x1000, items.type_die, indirect=True)
+    assert (direct.address, direct.derefs, direct.offset) == (0x1000, (), 16 + 12)
+    assert (through.address, [d.offset for d in through.derefs], through.offset) == (0x1000, [0], 16 + 12)

@@ -45,6 +45,26 @@ Render = Callable[[bytes, dict[str, str | None]], dict[str, Any]]
 
 
 @dataclass(frozen=True)
+class FrameRef:
+    """Where a paused frame's variable was found: the paused thread, the frame's index in its backtrace (0: the
+    innermost), its function; `pause` is the pause it was resolved in (daemon/breakpoint_state.PausedThread), so a
+    read or write can tell the thread has gone on since."""
+
+    pid: int
+    thread: int
+    frame: int
+    function: str | None
+    pause: object = field(compare=False, repr=False)
+    write_note: str | None = None  # what a write there may not do (Rust's debugger copies)
+
+    def answer(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"threadId": self.thread, "frame": self.frame}
+        if self.function:
+            out["function"] = self.function
+        return out
+
+
+@dataclass(frozen=True)
 class PreparedRead:
     """One target of a read, ready for the agent (`recipe`) or already failed (`error`)."""
 
@@ -59,6 +79,7 @@ class PreparedRead:
     plain: Plain | None = None  # the bare JSON value of the bytes (watches show values without types)
     python: str | None = None  # a Python global or attribute chain, read by the tracer (daemon/python_reads.py)
     kind: str | None = None  # a scalar's kind (int, uint, float, bool, char, pointer, enum): how a write encodes it
+    frame: FrameRef | None = None  # a paused frame's local or parameter (daemon/frame_reads.py)
 
 
 Plain = Callable[[bytes, dict[str, str | None]], Any]
@@ -147,16 +168,21 @@ def prepare_variable(modules: Sequence[tuple[str, int]], text: str, depth: int) 
             if first_error is None or isinstance(first_error, VariableNotFound):
                 first_error = exc
             continue
-        wire = recipe.to_wire(slide)
-        wire.setdefault("strings", [])
-        wire.pop("layout", None)  # the agent only copies bytes
-        direct = (not recipe.derefs and recipe.bit_size is None and recipe.size in (1, 2, 4, 8)
-                  and recipe.layout.kind in _SCALAR_KINDS and not recipe.layout.cstring)
-        scalar = recipe.bit_size is None and recipe.layout.kind in _SCALAR_KINDS and not recipe.layout.cstring
-        return PreparedRead(text, recipe.layout.type_name, recipe.size, wire, _render_recipe(recipe), direct=direct,
-                            plain=_plain_recipe(recipe), kind=recipe.layout.kind if scalar else None)
+        return prepare_recipe(text, recipe, slide)
     message = first_error.message if first_error is not None else f"Variable '{text}' not found in debug symbols."
     return PreparedRead(text, "?", 0, error=message)
+
+
+def prepare_recipe(label: str, recipe: ReadRecipe, slide: int, frame: FrameRef | None = None) -> PreparedRead:
+    """A resolved expression ready for the agent, its root relocated by `slide` (0 for a runtime address)."""
+    wire = recipe.to_wire(slide)
+    wire.setdefault("strings", [])
+    wire.pop("layout", None)  # the agent only copies bytes
+    direct = (not recipe.derefs and recipe.bit_size is None and recipe.size in (1, 2, 4, 8)
+              and recipe.layout.kind in _SCALAR_KINDS and not recipe.layout.cstring and frame is None)
+    scalar = recipe.bit_size is None and recipe.layout.kind in _SCALAR_KINDS and not recipe.layout.cstring
+    return PreparedRead(label, recipe.layout.type_name, recipe.size, wire, _render_recipe(recipe), direct=direct,
+                        plain=_plain_recipe(recipe), kind=recipe.layout.kind if scalar else None, frame=frame)
 
 
 def _bytes_file(directory: Path, session_id: str, data: bytes) -> Path:
@@ -179,6 +205,8 @@ def result_of(
 ) -> dict[str, Any]:
     """The response entry of one target, from what the agent returned for it."""
     out: dict[str, Any] = {"target": target.label}
+    if target.frame is not None:
+        out.update(target.frame.answer())
     if target.error is not None:
         out["error"] = target.error
         return out

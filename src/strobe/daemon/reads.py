@@ -8,6 +8,18 @@ import dataclasses
 import os
 from typing import Any
 
+from strobe.daemon.breakpoint_state import PausedThread
+from strobe.daemon.frame_reads import (
+    PausedStack,
+    VariableRef,
+    choose_paused,
+    frame_error,
+    local_hint,
+    local_target,
+    read_paused_stack,
+    shadowing_local,
+)
+from strobe.daemon.live import LiveSession
 from strobe.daemon.memory import READ_TIMEOUT_S, PreparedRead, pair_results, prepare_variable, result_of
 from strobe.daemon.python_reads import evaluate, is_python_chain, prepare_python, run_poll
 from strobe.daemon.registry import LiveSessions
@@ -45,10 +57,52 @@ class SessionReads:
             native = {e: _python_hint(read) for e, read in native.items()}
         return native | python
 
+    async def resolve_targets(self, session_id: str, refs: list[VariableRef], depth: int
+                              ) -> dict[VariableRef, PreparedRead]:
+        """Resolve debug_read's and debug_write's variables: globals, and the locals of paused threads' frames
+        (daemon/frame_reads.py). Per-target errors, never raised."""
+        live = await self._sessions.require_live(session_id, "reading memory")
+        paused = paused_threads(live)
+        bare = [ref.expression for ref in refs if not ref.pinned]
+        found = await self.resolve_variables(session_id, bare, depth) if bare else {}
+        stacks: dict[tuple[int, int], PausedStack] = {}
+
+        async def stack_of(thread: PausedThread) -> PausedStack:
+            key = (thread.pid, thread.tid)
+            if key not in stacks:
+                stacks[key] = await read_paused_stack(self._services.worker.run, live, thread)
+            return stacks[key]
+
+        out: dict[VariableRef, PreparedRead] = {}
+        for ref in dict.fromkeys(refs):
+            if ref.pinned:
+                chosen = choose_paused(paused, ref.thread, session_id)
+                if isinstance(chosen, str):
+                    out[ref] = PreparedRead(ref.expression, "?", 0, error=chosen)
+                else:
+                    stack = await stack_of(chosen)
+                    out[ref] = await asyncio.to_thread(local_target, stack, ref.frame or 0, ref.expression, depth)
+                continue
+            if len(paused) == 1:  # the innermost frame's names hide the globals', as in the source
+                stack = await stack_of(paused[0])
+                local = await asyncio.to_thread(shadowing_local, stack, ref.expression, depth)
+                if local is not None:
+                    out[ref] = local
+                    continue
+            target = found[ref.expression]
+            if target.error is not None and target.python is None and paused:
+                known = [await stack_of(thread) for thread in paused]
+                hint = await asyncio.to_thread(local_hint, known, ref.expression)
+                if hint is not None:
+                    target = dataclasses.replace(target, error=f"{target.error} {hint}")
+            out[ref] = target
+        return out
+
     async def read_memory(self, session_id: str, targets: list[PreparedRead]) -> list[dict[str, Any]]:
         """Read every target once (5 s at most); per-target errors never fail the others."""
         live = await self._sessions.require_live(session_id, "reading memory")
         handle = live.root.handle
+        targets = still_paused(live, targets)  # checked as the read is queued: it runs before any resume
         recipes = [t.recipe for t in targets if t.recipe is not None]
         answers: list[ReadResult] = []
         data = b""
@@ -86,6 +140,11 @@ class SessionReads:
                 f"Session '{session_id}' already runs {max_polls} polls, the most at once; wait for one to end "
                 "(debug_query shows their state under 'polls')."
             )
+        if any(t.frame is not None for t in targets):
+            raise ValidationError(
+                "A paused frame's locals are read once, not polled: the frame goes away when its thread goes on. "
+                "Read them without `poll`, or poll globals."
+            )
         python = [t for t in targets if t.python is not None]
         if python:
             if len(python) != len([t for t in targets if t.error is None]):
@@ -118,3 +177,22 @@ def _python_hint(read: PreparedRead) -> PreparedRead:
     hint = (" In a Python program, read a module global or an attribute chain by its dotted name: "
             "'app.config.timeout', '__main__.counter'.")
     return dataclasses.replace(read, error=read.error + hint)
+
+
+def paused_threads(live: LiveSession) -> list[PausedThread]:
+    """The session's threads paused at a breakpoint, in processes still running."""
+    return [p for p in live.breakpoints.paused.values()
+            if (process := live.processes.get(p.pid)) is not None and not process.ended]
+
+
+def still_paused(live: LiveSession, targets: list[PreparedRead]) -> list[PreparedRead]:
+    """The targets, those in a frame whose thread went on since they were resolved turned into errors."""
+    out: list[PreparedRead] = []
+    for target in targets:
+        frame = target.frame
+        if frame is not None and target.error is None and live.breakpoints.paused.get((frame.pid, frame.thread)) \
+                is not frame.pause:
+            target = frame_error(target, f"Thread {frame.thread} went on since its frame {frame.frame} was found: "
+                                         "the frame is gone. Pause it again (debug_breakpoint) to read its locals.")
+        out.append(target)
+    return out

@@ -28,6 +28,7 @@ from typing import Any
 from strobe.daemon.breakpoints import Breaking, under_line_breakpoints
 from strobe.daemon.children import GONE, ChildFollowing
 from strobe.daemon.crash_store import CrashStorage
+from strobe.daemon.frame_reads import VariableRef
 from strobe.daemon.hooking import Hooking
 from strobe.daemon.images import ImageLoader
 from strobe.daemon.ingest import IngestWorker
@@ -483,6 +484,10 @@ class SessionManager:
     async def resolve_variables(self, session_id: str, expressions: list[str], depth: int
                                 ) -> dict[str, PreparedRead]:
         return await self.reads.resolve_variables(session_id, expressions, depth)
+
+    async def resolve_targets(self, session_id: str, refs: list[VariableRef], depth: int
+                              ) -> dict[VariableRef, PreparedRead]:
+        return await self.reads.resolve_targets(session_id, refs, depth)
 
     async def read_memory(self, session_id: str, targets: list[PreparedRead]) -> list[dict[str, Any]]:
         return await self.reads.read_memory(session_id, targets)

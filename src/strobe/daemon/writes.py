@@ -1,5 +1,6 @@
-"""debug_write: a value written to a global (by name, through the same DWARF resolution as debug_read) or a raw
-address, in the launched process, with the value before and after.
+"""debug_write: a value written to a global (by name, through the same DWARF resolution as debug_read), a paused
+frame's local or parameter (daemon/frame_reads.py), or a raw address, in the launched process, with the value before
+and after.
 
 The value is encoded by the target's scalar kind and size (an int that does not fit, a float into an int, a
 string: refused with why); the agent writes only into memory mapped writable, after reading the old bytes.
@@ -12,6 +13,7 @@ import struct
 from typing import Any
 
 from strobe.daemon.memory import PreparedRead
+from strobe.daemon.reads import still_paused
 from strobe.daemon.registry import LiveSessions
 from strobe.daemon.services import Services
 from strobe.errors import ValidationError
@@ -59,12 +61,15 @@ class SessionWrites:
         """Write each (target, value) in the session's launched process; per-target errors never stop the
         others."""
         live = await self._sessions.require_live(session_id, "writing memory")
+        # A paused frame's slot is written only while its thread is still paused there (checked as the write is
+        # queued: it runs before any resume).
+        targets = list(zip(still_paused(live, [t for t, _ in targets]), [v for _, v in targets], strict=True))
         out: list[dict[str, Any] | None] = [None] * len(targets)
         requests: list[WriteTarget] = []
         sent: list[int] = []
         for i, (target, value) in enumerate(targets):
             if target.error is not None or target.recipe is None:
-                out[i] = {"target": target.label, "error": target.error or "cannot be written"}
+                out[i] = {"target": target.label, **_where(target), "error": target.error or "cannot be written"}
                 continue
             if target.python is not None:
                 out[i] = {"target": target.label, "error": "Python values are not written yet"}
@@ -72,7 +77,7 @@ class SessionWrites:
             try:
                 data = encode(target, value)
             except ValidationError as exc:
-                out[i] = {"target": target.label, "error": exc.message}
+                out[i] = {"target": target.label, **_where(target), "error": exc.message}
                 continue
             recipe: ReadRecipe = dict(target.recipe)  # type: ignore[assignment]
             requests.append({"recipe": recipe, "data": data.hex()})
@@ -82,7 +87,7 @@ class SessionWrites:
             reply = await self._services.worker.run(lambda: handle.write_memory(requests))
             for i, result in zip(sent, reply.results, strict=True):
                 target = targets[i][0]
-                entry: dict[str, Any] = {"target": target.label, "type": target.type_name}
+                entry: dict[str, Any] = {"target": target.label, **_where(target), "type": target.type_name}
                 if result.address is not None:
                     entry["address"] = result.address
                 if result.error is not None:
@@ -90,5 +95,12 @@ class SessionWrites:
                 elif target.render is not None:
                     entry["previousValue"] = target.render(bytes.fromhex(result.previous or ""), {}).get("value")
                     entry["newValue"] = target.render(bytes.fromhex(result.current or ""), {}).get("value")
+                    if target.frame is not None and target.frame.write_note is not None:
+                        entry["warning"] = target.frame.write_note
                 out[i] = entry
         return [entry for entry in out if entry is not None]
+
+
+def _where(target: PreparedRead) -> dict[str, Any]:
+    """A paused frame's local: which thread and frame it is in."""
+    return target.frame.answer() if target.frame is not None else {}

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from strobe.daemon.memory import prepare_raw, raw_size
 from strobe.errors import ValidationError
 from strobe.mcp.models import BreakpointRequest, ContinueRequest, LogpointRequest, WriteRequest
+from strobe.mcp.read_tools import variable_ref
 from strobe.mcp.registry import Tool, ToolContext
 
 
@@ -53,12 +54,12 @@ async def logpoint(ctx: ToolContext, req: LogpointRequest) -> dict[str, Any]:
 
 async def write(ctx: ToolContext, req: WriteRequest) -> dict[str, Any]:
     await ctx.manager.require_live(req.sessionId, "writing memory")
-    variables = [t.variable for t in req.targets if t.variable is not None]
-    resolved = await ctx.manager.resolve_variables(req.sessionId, variables, 1) if variables else {}
+    refs = [ref for t in req.targets if (ref := variable_ref(t)) is not None]
+    resolved = await ctx.manager.resolve_targets(req.sessionId, refs, 1) if refs else {}
     targets = []
     for target in req.targets:
-        if target.variable is not None:
-            prepared = resolved[target.variable]
+        if (ref := variable_ref(target)) is not None:
+            prepared = resolved[ref]
         else:
             assert target.address is not None and target.type is not None
             prepared = prepare_raw(target.address, raw_size(target.type) or 8, target.type)
@@ -120,7 +121,8 @@ TOOLS = (
         WriteRequest,
         "Change a value in the running program's memory, to test a hypothesis without rebuilding: a global or "
         "static scalar by name (as debug_read names it: 'gTempo', 'gClock->counter', 'cfg.limits[2]'; its type "
-        "from the debug info) or a raw address with a type (i8..u64, f32, f64, pointer). Only memory mapped "
+        "from the debug info; while a thread is paused, a local or parameter of its frames: 'qty', or with frame: 1 "
+        "its caller's) or a raw address with a type (i8..u64, f32, f64, pointer). Only memory mapped "
         "writable is written (never code or read-only data); a value that does not fit its type is refused. "
         "Returns {results: [{target, address, type, previousValue, newValue} | {target, error}]}.\n"
         'Example: {"sessionId": "app-2026-02-05-14h32", "targets": [{"variable": "g_limit", "value": 500}, '

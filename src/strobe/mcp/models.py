@@ -231,11 +231,26 @@ class DeleteSessionRequest(StrictModel):
     sessionId: str = Field(min_length=1, max_length=MAX_ID)
 
 
+MAX_FRAME = 63  # a backtrace has at most 64 frames (agent/src/common/crash.ts)
+_THREAD_ID = ("With `variable`: the paused thread whose frame holds it (needed only when several threads are "
+              "paused; debug_list_sessions lists them).")
+_FRAME = ("With `variable`: which frame of the paused thread it is a parameter or local of: 0 the innermost, 1 its "
+          "caller... (the pause event's backtrace order). Omitted with threadId: 0.")
+
+
+def _check_frame_selection(variable: str | None, thread: int | None, frame: int | None) -> None:
+    if variable is None and (thread is not None or frame is not None):
+        raise ValueError("threadId and frame name a paused thread's frame to find `variable` in: give a variable")
+
+
 class ReadTarget(StrictModel):
     variable: str | None = Field(
         default=None, min_length=1, max_length=MAX_EXPRESSION,
-        description="Global/static variable or chain: 'gTempo', 'gClock->counter', 'cfg.limits[2]'.",
+        description=("Global/static variable or chain: 'gTempo', 'gClock->counter', 'cfg.limits[2]'; while a thread "
+                     "is paused, also a parameter or local of its frames ('qty', 'cart->total'; see frame)."),
     )
+    threadId: int | None = Field(default=None, ge=1, le=MAX_INT64, description=_THREAD_ID)
+    frame: int | None = Field(default=None, ge=0, le=MAX_FRAME, description=_FRAME)
     address: str | None = Field(default=None, description="Hex address for a raw read, e.g. '0x7ffd5e3c10a0'.")
     size: int | None = Field(default=None, ge=1, le=65536, description="Bytes to read at address (1-65536).")
     type: ReadType | None = Field(
@@ -253,6 +268,7 @@ class ReadTarget(StrictModel):
             raise ValueError("size and type are only for raw addresses; a variable's come from the debug info")
         if self.address is not None and (self.size is None or self.type is None):
             raise ValueError("a raw address needs size and type, e.g. {address: '0x…', size: 4, type: 'u32'}")
+        _check_frame_selection(self.variable, self.threadId, self.frame)
         return self
 
 
@@ -373,7 +389,10 @@ class LogpointRequest(StrictModel):
 
 class WriteTarget(StrictModel):
     variable: str | None = Field(default=None, min_length=1, max_length=MAX_EXPRESSION, description=(
-        "A global/static scalar, as debug_read names it: 'gTempo', 'gClock->counter', 'cfg.limits[2]'."))
+        "A global/static scalar, as debug_read names it: 'gTempo', 'gClock->counter', 'cfg.limits[2]'; while a "
+        "thread is paused, also a parameter or local of its frames ('qty'; see frame)."))
+    threadId: int | None = Field(default=None, ge=1, le=MAX_INT64, description=_THREAD_ID)
+    frame: int | None = Field(default=None, ge=0, le=MAX_FRAME, description=_FRAME)
     address: str | None = Field(default=None, description="A hex address, with `type`.")
     type: RawType | None = Field(default=None, description="A raw address's type: i8..u64, f32, f64, pointer.")
     value: int | float | bool | str = Field(description=(
@@ -389,6 +408,7 @@ class WriteTarget(StrictModel):
             raise ValueError("a raw address needs a type, e.g. {address: '0x…', type: 'i32', value: 7}")
         if self.variable is not None and self.type is not None:
             raise ValueError("a variable's type comes from the debug info: give no type")
+        _check_frame_selection(self.variable, self.threadId, self.frame)
         return self
 
 

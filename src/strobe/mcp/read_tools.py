@@ -4,23 +4,32 @@ from __future__ import annotations
 
 from typing import Any
 
+from strobe.daemon.frame_reads import VariableRef
 from strobe.daemon.memory import MAX_POLLS_PER_SESSION, PreparedRead, prepare_raw
-from strobe.mcp.models import ReadRequest, ReadTarget
+from strobe.mcp.models import ReadRequest, ReadTarget, WriteTarget
 from strobe.mcp.registry import Tool, ToolContext
 
 
 async def _prepare(ctx: ToolContext, req: ReadRequest) -> list[PreparedRead]:
-    variables = [t.variable for t in req.targets if t.variable is not None]
-    resolved = await ctx.manager.resolve_variables(req.sessionId, variables, req.depth) if variables else {}
+    refs = [ref for t in req.targets if (ref := variable_ref(t)) is not None]
+    resolved = await ctx.manager.resolve_targets(req.sessionId, refs, req.depth) if refs else {}
     prepared: list[PreparedRead] = []
     for target in req.targets:
         prepared.append(_one(target, resolved))
     return prepared
 
 
-def _one(target: ReadTarget, resolved: dict[str, PreparedRead]) -> PreparedRead:
-    if target.variable is not None:
-        return resolved[target.variable]
+def variable_ref(target: ReadTarget | WriteTarget) -> VariableRef | None:
+    """The variable a debug_read or debug_write target names (with the paused frame it is in), if any."""
+    if target.variable is None:
+        return None
+    return VariableRef(target.variable, target.threadId, target.frame)
+
+
+def _one(target: ReadTarget, resolved: dict[VariableRef, PreparedRead]) -> PreparedRead:
+    ref = variable_ref(target)
+    if ref is not None:
+        return resolved[ref]
     assert target.address is not None and target.size is not None and target.type is not None
     return prepare_raw(target.address, target.size, target.type)
 
@@ -69,9 +78,13 @@ TOOLS = (
         "address, type, size, value | fields | file+preview | error}]}; a target that fails (unknown variable, "
         "unreadable address, null pointer in the chain) has an error and the others are still read. With "
         "poll {intervalMs 50-5000, durationMs 100-30000} it returns at once and records one variable_snapshot "
-        "event per tick, interleaved in time with function events (debug_query). 1-16 targets.\n"
+        "event per tick, interleaved in time with function events (debug_query). 1-16 targets. While a thread is "
+        "paused at a breakpoint, a variable may also be a parameter or local of its frames: a bare name is the "
+        "innermost frame's when it has one, {variable, frame: 1} its caller's (frame numbers the pause event's "
+        "backtrace), threadId when several threads are paused; such results add threadId, frame, function.\n"
         'Example: {"sessionId": "synth-2026-02-05-14h32", "targets": [{"variable": "gTempo"}, '
-        '{"variable": "gClock->counter"}, {"address": "0x7ff800", "size": 64, "type": "bytes"}]}',
+        '{"variable": "gClock->counter"}, {"address": "0x7ff800", "size": 64, "type": "bytes"}, '
+        '{"variable": "total", "frame": 1}]}',
         read,
     ),
 )

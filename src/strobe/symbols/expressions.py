@@ -13,6 +13,7 @@ continues from that pointer; then it adds `offset` and reads `read_size(layout)`
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 from dataclasses import dataclass
@@ -179,6 +180,21 @@ def resolve_expression(index: VariableIndex, text: str, depth: int = 1) -> ReadR
     with index.lock:
         return _Resolver(index.types, text, root).run(variable.address, index.type_of(variable), steps, depth,
                                                       index.path)
+
+
+def resolve_at(index: VariableIndex, text: str, address: int, type_die: int | None, depth: int = 1,
+               indirect: bool = False) -> ReadRecipe:
+    """The read recipe of an expression whose root variable is at a runtime `address` with the type `type_die` (a
+    paused frame's local: symbols/frame_locals.py; `indirect`: `address` holds a pointer to it); its steps are
+    followed as a global's. The recipe's address is already runtime: relocate it by 0."""
+    root, steps = parse(text)
+    with index.lock:
+        recipe = _Resolver(index.types, text, root).run(address, TypeRef(type_die), steps, depth, index.path)
+    if not indirect:
+        return recipe
+    if len(recipe.derefs) >= MAX_DEREFS:
+        raise _too_many(text, len(recipe.derefs) + 1, root)
+    return dataclasses.replace(recipe, derefs=(Deref(0, f"{root} (its slot holds its address)"), *recipe.derefs))
 
 
 class _Resolver:
