@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import difflib
-import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -26,11 +25,9 @@ from typing import Any, TypeVar
 from strobe.daemon.breakpoint_state import PausedThread
 from strobe.daemon.live import LiveSession
 from strobe.daemon.memory import READ_TIMEOUT_S, FrameRef, PreparedRead, prepare_recipe
-from strobe.daemon.stack_frames import ThreadFrame, frame_scope, image_base, thread_frames
-from strobe.daemon.symbols import mapped_modules
+from strobe.daemon.stack_frames import ThreadFrame, frame_scope, locate_frame, thread_frames
 from strobe.errors import StrobeError
-from strobe.instrument.protocol import CrashFrame, ModuleInfo
-from strobe.symbols.addresses import SourceLocation, locate
+from strobe.symbols.addresses import locate
 from strobe.symbols.expressions import parse, resolve_at
 from strobe.symbols.frame_locals import OPTIMISED_OUT, FrameScope, FrameUnreadable
 from strobe.symbols.frame_walk import StackDump
@@ -78,7 +75,7 @@ async def read_paused_stack(run: Run[Any], live: LiveSession, paused: PausedThre
         return PausedStack(paused, error="its process has ended")
     try:
         sp = int(registers["sp"], 16)
-        modules, window = await asyncio.to_thread(_memory_map, paused.pid, sp)
+        window = await asyncio.to_thread(_stack_window, paused.pid, sp)
     except (KeyError, ValueError, OSError) as exc:
         return PausedStack(paused, error=f"its stack cannot be found ({exc})")
     if window is None:
@@ -92,7 +89,9 @@ async def read_paused_stack(run: Run[Any], live: LiveSession, paused: PausedThre
     if read is None or read.error is not None or read.dataOffset is None:
         return PausedStack(paused, error=f"its stack could not be read ({read.error if read else 'no answer'})")
     dump = StackDump(start, data[read.dataOffset : read.dataOffset + (read.size or 0)])
-    frames = await asyncio.to_thread(_unwound, paused, registers, modules, dump)
+    frames = await asyncio.to_thread(_unwound, paused, registers, dump)
+    if not frames:
+        return PausedStack(paused, error="its pc is not in a module's code, so its frames cannot be unwound")
     return PausedStack(paused, tuple(frames))
 
 
@@ -209,43 +208,22 @@ def _failed(expression: str, error: str, ref: FrameRef | None = None) -> Prepare
     return PreparedRead(expression, "?", 0, error=error, frame=ref)
 
 
-def _memory_map(pid: int, sp: int) -> tuple[list[ModuleInfo], tuple[int, int] | None]:
-    """The process's modules, and the stack window to read: from the red zone below `sp` up STACK_WINDOW bytes,
-    within the mapping that holds `sp`."""
-    window: tuple[int, int] | None = None
+def _stack_window(pid: int, sp: int) -> tuple[int, int] | None:
+    """The stack to read: from the red zone below `sp` up STACK_WINDOW bytes, within the mapping that holds `sp`."""
     with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
         for line in maps:
             low, high = (int(part, 16) for part in line.split(maxsplit=1)[0].split("-"))
             if low <= sp < high:
                 start = max(low, sp - RED_ZONE)
-                window = (start, min(high - start, STACK_WINDOW))
-                break
-    return mapped_modules(pid), window
+                return start, min(high - start, STACK_WINDOW)
+    return None
 
 
-def _unwound(paused: PausedThread, registers: dict[str, str], modules: list[ModuleInfo],
-             dump: StackDump) -> list[ThreadFrame]:
-    """The pause event's backtrace unwound again through the live stack (the modules from the process's map)."""
-    pc = int(registers.get("pc", "0x0"), 16)
-    backtrace: list[dict[str, Any]] = list(paused.event.get("backtrace") or [])
-    frames: list[CrashFrame] = []
-    for i, entry in enumerate(backtrace):
-        address = int(str(entry.get("address", "0x0")), 16)
-        module = next((m for m in modules if int(m.base, 16) <= address < int(m.base, 16) + m.size), None)
-        if i == 0 and address != pc:
-            return []  # the pc is in no module (Frida's copy of the code): nothing can be unwound from it
-        frames.append(CrashFrame(address=hex(address), module=module.path if module else "?",
-                                 base=module.base if module else "0x0", returnAddress=i > 0,
-                                 scanned=bool(entry.get("scanned"))))
-    locations = [_locate(f) for f in frames]
-    return thread_frames(frames, registers, dump, locations)
-
-
-def _locate(frame: CrashFrame) -> SourceLocation | None:
-    if not frame.module.startswith("/") or not os.path.exists(frame.module):
-        return None
-    try:
-        static = int(frame.address, 16) - int(frame.base, 16) + image_base(frame.module)
-        return locate(frame.module, static - 1 if frame.returnAddress else static)
-    except (ValueError, OSError):
-        return None
+def _unwound(paused: PausedThread, registers: dict[str, str], dump: StackDump) -> list[ThreadFrame]:
+    """The agent's frames of the pause unwound again through the live stack, as the pause event's were (the same
+    stack and call frame information: the same frames, numbered as the event's backtrace)."""
+    frames = paused.frames
+    if not frames or int(frames[0].address, 16) != int(registers.get("pc", "0x0"), 16):
+        return []  # the pc is in no module (Frida's copy of the code): nothing can be unwound from it
+    locations = [locate_frame(frame, locate) for frame in frames]
+    return thread_frames(frames, registers, dump, locations, locate=locate, at_entry=paused.entry)

@@ -123,6 +123,12 @@ def frame_fields(frame: ThreadFrame, stack: StackDump) -> dict[str, Any]:
         return {"localsNotCaptured": "an internal error while reading them (see the daemon's log)"}
 
 
+def locate_frame(frame: CrashFrame, locate: Locate) -> SourceLocation | None:
+    """An agent's frame's source location (at the call for a return address), or None."""
+    code = _code_frame(frame)
+    return None if code is None else _locate(locate, code)
+
+
 def _locate(locate: Locate, code: CodeFrame) -> SourceLocation | None:
     try:
         return locate(code.module, code.static)
