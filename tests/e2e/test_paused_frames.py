@@ -258,3 +258,23 @@ async def test_optimised_code_says_what_it_cannot_read(
     await strobe.call("debug_continue", sessionId=sid)
     await printed(strobe, sid, "order 7 total 108\n", "checkout to finish")
     await finish(strobe, sid, tmp_path)
+
+
+async def test_a_leaf_functions_locals_below_the_stack_pointer(
+        strobe: StrobeClient, c_target: Callable[[str], Path], tmp_path: Path) -> None:
+    """at_least calls nothing: gcc keeps its parameters in the red zone below the stack pointer, which the pause's
+    stack dump starts below; writing one there changes its result."""
+    sid = await launch(strobe, c_target("frames"), tmp_path)
+    line = line_of(C_SOURCE, "return value < low ? low : value;")
+    await strobe.call("debug_breakpoint", sessionId=sid, add=[{"file": "frames.c", "line": line}])
+    (tmp_path / "go").touch()
+    event = await pause_event(strobe, sid)
+    assert event["function"] == "at_least" and event["locals"] == {"value": 108, "low": 0}
+    value = await read(strobe, sid, variable="value")
+    assert int(value["address"], 16) < int(event["registers"]["sp"], 16)  # in the red zone
+    assert event["backtrace"][1]["locals"]["discount"] == 12
+    written = await write(strobe, sid, 200, variable="low")
+    assert (written["previousValue"], written["newValue"]) == (0, 200)
+    await strobe.call("debug_continue", sessionId=sid)
+    await printed(strobe, sid, "order 7 total 200\n", "checkout to print the raised floor")
+    await finish(strobe, sid, tmp_path)
