@@ -20,6 +20,7 @@ import {
   WatchesRequest,
   WriteMemoryRequest,
 } from "./common/protocol.js";
+import { installAltStacks } from "./native/altstack.js";
 import { Breakpoints } from "./native/breakpoints.js";
 import { RECORD_SIZE } from "./native/layout.js";
 import { CPythonTracer } from "./cpython/tracer.js";
@@ -97,6 +98,7 @@ function onRead(request: ReadMemoryRequest): void {
 }
 
 installExitHooks(flushAll);
+installAltStacks(); // before the program runs: every alternate signal stack it installs is big enough
 installCrashHandler(flushAll, (details) => breakpoints.onException(details));
 installLifeline();
 recv("hooks", onHooks);

@@ -305,18 +305,10 @@ async def test_a_line_breakpoint_in_cpp(
     await strobe.wait_for_status(sid, "exited", timeout=30)
 
 
-RUST_SOURCE = (Path(__file__).parents[1] / "targets" / "rust_memory" / "src" / "main.rs").read_text()
-RUST_LINE = RUST_SOURCE[: RUST_SOURCE.index("COUNTER.fetch_add(1")].count("\n") + 1
-
-
-async def test_rust_stops_at_functions_and_refuses_lines(
+async def test_rust_stops_at_functions(
         strobe: StrobeClient, rust_target: Callable[[str], Path], tmp_path: Path) -> None:
-    """A Rust function's entry stops the thread (an Interceptor hook runs on its own stack); a Rust line is refused
-    with why (its int3's trap would be handled on Rust's small alternate signal stack: the program would die)."""
+    """A Rust function's entry stops the thread (an Interceptor hook); lines: tests/e2e/test_breakpoints_rust.py."""
     sid = await launch_rounds(strobe, rust_target("rust_memory"), tmp_path)
-    with pytest.raises(ToolError) as raised:
-        await strobe.call("debug_breakpoint", sessionId=sid, add=[{"file": "main.rs", "line": RUST_LINE}])
-    assert "not supported in rs code" in raised.value.message and "alternate signal stack" in raised.value.message
     await strobe.call("debug_breakpoint", sessionId=sid, add=[{"function": "core::sync::atomic::AtomicU64::fetch_add"}])
     (tmp_path / "round-1").touch()
     [thread] = await paused(strobe, sid)

@@ -87,9 +87,12 @@ function signalInfo(details: ExceptionDetails): Siginfo | null {
 
 // The pc, then the unwinder's frames. Where the unwinder gives up before reaching the program's own code
 // (libc's abort() path has frames it cannot unwind through), the rest comes from scanning the stack for return
-// addresses, marked `scanned`: likely right, but a stale value on the stack can slip in.
+// addresses, marked `scanned`: likely right, but a stale value on the stack can slip in. A thread whose stack pointer
+// is past the end of its stack (a stack overflow, in the guard page) has its pc only: Frida's unwinders never return
+// there (measured: the process hung in Thread.backtrace, either unwinder).
 function frames(context: CpuContext, at?: NativePointer): CrashFrame[] {
-  const accurate = Thread.backtrace(context, Backtracer.ACCURATE);
+  const unwindable = readable(context.sp);
+  const accurate = unwindable ? Thread.backtrace(context, Backtracer.ACCURATE) : [];
   const main = Process.mainModule;
   const caller = accurate.find((a) => Process.findModuleByAddress(a) !== null);
   const pc = at ?? (Process.findModuleByAddress(context.pc) !== null ? context.pc
@@ -98,7 +101,7 @@ function frames(context: CpuContext, at?: NativePointer): CrashFrame[] {
   for (const address of accurate) {
     addresses.push([address, false]);
   }
-  if (!accurate.some((a) => main.base.compare(a) <= 0 && a.compare(main.base.add(main.size)) < 0)) {
+  if (unwindable && !accurate.some((a) => main.base.compare(a) <= 0 && a.compare(main.base.add(main.size)) < 0)) {
     const fuzzy = Thread.backtrace(context, Backtracer.FUZZY);
     const last = accurate.length > 0 ? accurate[accurate.length - 1] : context.pc;
     const at = fuzzy.findIndex((a) => a.equals(last));
@@ -127,6 +130,15 @@ function frames(context: CpuContext, at?: NativePointer): CrashFrame[] {
     }
   }
   return out;
+}
+
+function readable(address: NativePointer): boolean {
+  try {
+    address.readPointer();
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 // A pc outside every module is in Frida's relocated copy of a hooked function's first instructions (the code a

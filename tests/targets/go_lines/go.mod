@@ -1,0 +1,3 @@
+module example.com/golines
+
+go 1.18
