@@ -1,10 +1,10 @@
 // One-byte int3 traps on code addresses, for line breakpoints and for steps (a line's first instruction may be
 // too short for an Interceptor hook's jump, or a jump's target). The trap's SIGTRAP, which crash.ts's exception
 // handler hands here first, only sends the thread on to the address's stub:
-//   lea rsp, [rsp-128]    past the red zone (the 128 bytes below the stack pointer a leaf function keeps its
+//   lea rsp, [rsp-144]    past the red zone (the 128 bytes below the stack pointer a leaf function keeps its
 //                         locals in: the hook's frame would overwrite them; lea leaves the flags alone)
 //   <16-byte landing>     hooked with Interceptor
-//   lea rsp, [rsp+128]
+//   lea rsp, [rsp+144]
 //   <the instruction the int3 covers, relocated (X86Relocator rewrites RIP-relative operands)>
 //   jmp <the next instruction>
 // so the int3 stays armed for every thread. The landing's hook calls the handler on the thread's own stack (a
@@ -33,6 +33,7 @@ interface Stub {
 
 const INT3 = 0xcc;
 const RED_ZONE = 128;
+const SKIPPED = RED_ZONE + 16; // and a slot more: the hook writes its leave address at the landing's [rsp] (measured)
 const LANDING = 16; // room for the hook's jump
 const STUB_SIZE = 96; // two leas, the landing, one relocated instruction (RIP-relative ones grow: ~30 bytes), a jump
 
@@ -64,7 +65,7 @@ export class Traps {
           const pc = context.pc;
           context.pc = at; // for the unwinder (its stack pointer must stay the stub's: measured, Frida's unwinder
           try { //            takes a wrong first frame from the one the thread had at the int3)
-            handler(context, this.threadId, at, context.rsp.add(RED_ZONE));
+            handler(context, this.threadId, at, context.rsp.add(SKIPPED));
           } finally {
             context.pc = pc;
           }
@@ -105,10 +106,10 @@ export class Traps {
     let length = 0;
     Memory.patchCode(stub, STUB_SIZE, (code) => {
       const writer = new X86Writer(code, { pc: stub });
-      writer.putLeaRegRegOffset("rsp", "rsp", -RED_ZONE);
+      writer.putLeaRegRegOffset("rsp", "rsp", -SKIPPED);
       landing = stub.add(writer.offset);
       writer.putNopPadding(LANDING);
-      writer.putLeaRegRegOffset("rsp", "rsp", RED_ZONE);
+      writer.putLeaRegRegOffset("rsp", "rsp", SKIPPED);
       const relocator = new X86Relocator(at, writer);
       length = relocator.readOne();
       if (length === 0) {
