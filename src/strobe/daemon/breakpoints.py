@@ -17,7 +17,6 @@ import contextlib
 import itertools
 import json
 import logging
-import os
 import time
 import weakref
 from typing import Any
@@ -30,11 +29,11 @@ from strobe.daemon.process import TracedProcess
 from strobe.daemon.registry import LiveSessions
 from strobe.daemon.services import Services
 from strobe.daemon.signatures import register_plan
-from strobe.daemon.step_plans import StepKind, frame_address, step_plan
+from strobe.daemon.step_plans import frame_address, module_of, step_plan
 from strobe.daemon.symbols import ModuleSymbols, SessionSymbols, TraceableFunction
 from strobe.daemon.tracing import parse_patterns, plan_hooks
 from strobe.errors import StrobeError, ValidationError
-from strobe.instrument.protocol import BreakpointSpec, ConditionArg, PauseReport
+from strobe.instrument.protocol import BreakpointSpec, ConditionArg, PauseReport, StepKind
 from strobe.store.schema import EventKind
 from strobe.symbols.addresses import line_sites, locate
 from strobe.symbols.cfi import RETURN_ADDRESS_OFFSET
@@ -97,18 +96,10 @@ def under_line_breakpoints(live: LiveSession, desired: dict[Any, TraceableFuncti
     return warnings
 
 
-def _stopped_module(symbols: SessionSymbols, report: PauseReport) -> ModuleSymbols | None:
-    """The indexed module the thread stopped in."""
-    if not report.frames:
-        return None
-    path = os.path.realpath(report.frames[0].module)
-    return next((m for m in symbols.indexes if os.path.realpath(m.path) == path), None)
-
-
 def _entry_details(symbols: SessionSymbols, report: PauseReport) -> dict[str, Any]:
     """What the pause event adds from the module's debug info: the arguments of a function stopped at its first
     instruction (from their registers), and the lines a step could not stop at."""
-    module = _stopped_module(symbols, report)
+    module = module_of(report.frames, symbols)
     if module is None:
         return {}
     out: dict[str, Any] = {}

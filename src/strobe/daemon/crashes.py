@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from strobe.daemon.stack_frames import (
     MAX_FRAMES_WITH_LOCALS,
+    Locate,
     ThreadFrame,
     frame_fields,
     image_base,
@@ -42,7 +43,6 @@ from strobe.symbols.frame_walk import MAX_FRAMES, StackDump
 
 log = logging.getLogger(__name__)
 
-Locate = Callable[[str, int], SourceLocation | None]
 
 FRAME_MEMORY_BELOW, FRAME_MEMORY_ABOVE = 512, 128  # what frameMemory shows around the frame pointer
 _ACCESS = {"read": "read", "write": "write", "execute": "execute"}

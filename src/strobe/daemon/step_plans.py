@@ -15,31 +15,28 @@ A function without line information can only be stepped out of: over and into do
 from __future__ import annotations
 
 import os
-from typing import Literal
+from collections.abc import Sequence
 
 from strobe.daemon.breakpoint_state import PausedThread
 from strobe.daemon.symbols import ModuleSymbols, SessionSymbols
-from strobe.instrument.protocol import StepPlan
+from strobe.instrument.protocol import CrashFrame, StepKind, StepPlan
 from strobe.symbols.addresses import line_code_ranges, step_lines
 from strobe.symbols.cfi import cfa_rule
 from strobe.symbols.elf import read_loaded_bytes
-
-StepKind = Literal["over", "into", "out"]
+from strobe.symbols.frame_walk import dwarf_registers
 
 ENTRY_BYTES = 16  # the most of a function's start an Interceptor hook's jump replaces
-_CFA_REGISTERS = {7: "sp", 6: "rbp"}  # DWARF register numbers of x86-64 a CFA rule uses
 
 
 def frame_address(paused: PausedThread, symbols: SessionSymbols) -> int | None:
     """The paused frame's CFA (its caller's stack pointer; the return address is just below it), from the call frame
     information and the thread's registers; None where it does not say."""
-    module = _module_of(paused, symbols)
+    module = module_of(paused.frames, symbols)
     rule = cfa_rule(module.path, paused.pc - module.slide) if module is not None else None
-    registers = paused.event.get("registers", {})
-    name = _CFA_REGISTERS.get(rule[0]) if rule is not None else None
-    if rule is None or name is None or name not in registers:
+    if rule is None:
         return None
-    return int(registers[name], 16) + rule[1]
+    base = dwarf_registers(paused.event.get("registers", {})).get(rule[0])
+    return None if base is None else base + rule[1]
 
 
 def step_plan(paused: PausedThread, kind: StepKind, symbols: SessionSymbols,
@@ -56,7 +53,7 @@ def step_plan(paused: PausedThread, kind: StepKind, symbols: SessionSymbols,
         raise LookupError("the backtrace has no caller frame to return to")
     if kind == "out":
         return plan, notes
-    module = _module_of(paused, symbols)
+    module = module_of(paused.frames, symbols)
     lines = step_lines(module.path, paused.pc - module.slide) if module is not None else None
     if module is None or lines is None:
         where = paused.event.get("function") or hex(paused.pc)
@@ -76,8 +73,9 @@ def step_plan(paused: PausedThread, kind: StepKind, symbols: SessionSymbols,
     return plan, notes
 
 
-def _module_of(paused: PausedThread, symbols: SessionSymbols) -> ModuleSymbols | None:
-    if not paused.frames:
+def module_of(frames: Sequence[CrashFrame], symbols: SessionSymbols) -> ModuleSymbols | None:
+    """The indexed module a stopped thread is in (the module of its first frame)."""
+    if not frames:
         return None
-    path = os.path.realpath(paused.frames[0].module)
+    path = os.path.realpath(frames[0].module)
     return next((m for m in symbols.indexes if os.path.realpath(m.path) == path), None)

@@ -212,7 +212,7 @@ class PauseReport(BaseModel):
     stackSize: int
     conditionError: str | None = None
     entry: bool  # at a function's first instruction: its frame is not set up yet
-    step: Literal["over", "into", "out"] | None = None  # the end of a step (breakpointId is then "")
+    step: Literal["over", "into", "out"] | None = None  # the end of a step (a StepKind) (breakpointId is then "")
     stepError: str | None = None  # the step could not be taken: the thread is still where it was
     skipped: list[str] = []  # line starts the step could not stop at (inside a hook's relocated code)
     sec: int
@@ -415,10 +415,13 @@ class BreakpointsRequest(TypedDict):
     remove: list[str]
 
 
+StepKind = Literal["over", "into", "out"]
+
+
 class StepPlan(TypedDict):
     """Where a step may end (agent/src/native/stepping.ts): runtime addresses as hex, from the line tables."""
 
-    kind: Literal["over", "into", "out"]
+    kind: StepKind
     stops: list[str]  # the first instruction of every other line of the paused function
     returnTo: NotRequired[str]  # the paused frame's return address, as the stack holds it ...
     unwoundReturn: NotRequired[str]  # ... and as the unwinder gave it (for when the stack holds Frida's trampoline's)
