@@ -220,9 +220,14 @@ def test_python_capture_tries_py_spy_then_falls_back_to_native(tmp_path: Path, m
 def test_process_tree_lists_the_wrapper_and_its_children(programs: Callable[[str], Path],
                                                          spawn: Callable[..., subprocess.Popen[bytes]]) -> None:
     shell = spawn("sh", "-c", f"{programs('deadlock')} & {programs('blocked_read')} & wait")
-    tree = wait_for(lambda: len(t := process_tree(shell.pid)) == 3 and t)
+    def children_started() -> list[int] | None:  # forked and exec'd: a child still named "sh" has not run yet
+        tree = process_tree(shell.pid)
+        names = sorted(stacks.command_name(pid) for pid in tree[1:])
+        return tree if len(tree) == 3 and names == ["blocked_read", "deadlock"] else None
+
+    tree = wait_for(children_started)
     assert isinstance(tree, list) and tree[0] == shell.pid
-    wait_for(deadlocked(tree[1]) if stacks.command_name(tree[1]) == "deadlock" else deadlocked(tree[2]))
+    wait_for(deadlocked(next(pid for pid in tree[1:] if stacks.command_name(pid) == "deadlock")))
 
     captured = capture_tree(shell.pid, detail=False)
     assert sorted(p.command for p in captured) == ["blocked_read", "deadlock", "sh"]
