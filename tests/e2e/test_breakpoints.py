@@ -26,6 +26,7 @@ def line_of(needle: str) -> int:
 
 ENTRY = line_of("int process_order(")  # process_order's first line: its entry
 LOOP_BODY = line_of("process_order(id, id * 50);")
+ADD_LINE = line_of("acc->total = before + n;")
 
 
 async def launch(strobe: StrobeClient, binary: Path, control: Path) -> str:
@@ -155,8 +156,12 @@ async def test_bad_breakpoints_and_continues_say_why(
         ({"add": [{"function": "no_such_function"}]}, "matched no function"),
         ({"add": [{"file": "breaks.c", "line": line_of("static void *orders") - 1}]}, "has no code"),
         ({"add": [{"file": "nosuch.c", "line": 3}]}, "No source file named 'nosuch.c'"),
-        ({"add": [{"file": "breaks.c", "line": line_of("g_total += qty;"), "condition": "qty > 1"}]},
-         "only supported on function"),
+        ({"add": [{"file": "breaks.c", "line": ADD_LINE, "condition": "nn > 1"}]},
+         "'nn' is not a parameter or local in scope at breaks.c:"),
+        ({"add": [{"file": "breaks.c", "line": ADD_LINE, "condition": "acc->totl > 1"}]},
+         "has no field 'totl'. Did you mean 'total'?"),
+        ({"add": [{"file": "breaks.c", "line": ADD_LINE, "condition": "acc.total > 1"}]}, "use '->' instead of '.'"),
+        ({"add": [{"function": "process_order", "condition": "g_account > 1"}]}, "name one of its fields"),
         ({"add": [{"function": "process_order", "condition": "qty >"}]}, "SyntaxError"),
         ({"remove": ["bp-99"]}, "No breakpoint bp-99"),
     ]
@@ -205,12 +210,13 @@ async def test_logpoints_record_lines_without_stopping(
     answer = await strobe.call("debug_logpoint", sessionId=sid, add=[
         {"function": "process_order", "message": "order {id} qty={qty} double={qty * 2}", "condition": "qty > 100"},
         {"file": "breaks.c", "line": LOOP_BODY, "message": "loop body"},
+        # At a line: its locals, a pointer's fields and C string, a global; pointers in hex.
+        {"file": "breaks.c", "line": ADD_LINE, "message": "n={n} total={acc->total} owner={acc->owner} "
+                                                          "len={acc->owner.length} g={g_total} at={acc}"},
+        # At an entry: a pointer parameter followed, a global, a condition over both.
+        {"function": "add_to", "message": "account {acc->id} +{n}", "condition": "acc->total >= 150 && g_total <= 500"},
     ])
-    assert [lp["id"].startswith("lp-") for lp in answer["logpoints"]] == [True, True]
-    with pytest.raises(ToolError) as raised:  # a line's logpoint cannot read arguments
-        await strobe.call("debug_logpoint", sessionId=sid, add=[{"file": "breaks.c", "line": LOOP_BODY,
-                                                                          "message": "{id}"}])
-    assert "fixed text" in raised.value.message
+    assert [lp["id"].startswith("lp-") for lp in answer["logpoints"]] == [True] * 4
     (tmp_path / "go").touch()
 
     await orders_done(strobe, sid, "the orders thread to run through its logpoints without stopping")
@@ -224,11 +230,48 @@ async def test_logpoints_record_lines_without_stopping(
     assert [t for t in texts if t.startswith("order")] == [
         "order 3 qty=150 double=300", "order 4 qty=200 double=400", "order 5 qty=250 double=500"]
     assert texts.count("loop body") == 5
+    [address] = (await strobe.call("debug_read", sessionId=sid, targets=[{"variable": "g_account"}]))["results"]
+    at = f"at=0x{int(address['address'], 16):x}"
+    assert [t for t in texts if t.startswith("n=")] == [  # before each add: totals 0, 50, 150, 300, 500
+        f"n={n} total={before} owner=ada len=3 g={before + n} {at}"
+        for n, before in [(50, 0), (100, 50), (150, 150), (200, 300), (250, 500)]]
+    assert [t for t in texts if t.startswith("account")] == ["account 7 +150", "account 7 +200"]
     assert all(e["threadName"] == "w-orders" for e in lines)
     assert {e["logpointId"] for e in lines} == {lp["id"] for lp in answer["logpoints"]}
     assert await strobe.all_events(sid, eventType="pause") == []
     (tmp_path / "quit").touch()
     await strobe.wait_for_status(sid, "exited", timeout=30)
+
+
+async def test_conditions_read_locals_fields_and_globals_at_lines_and_entries(
+        strobe: StrobeClient, c_target: Callable[[str], Path], tmp_path: Path) -> None:
+    """A line's condition reads the frame's locals and what a pointer local points to; a function's reads a global;
+    each stops only where it holds."""
+    sid = await launch(strobe, c_target("breaks"), tmp_path)
+    [at_line] = (await strobe.call("debug_breakpoint", sessionId=sid, add=[
+        {"file": "breaks.c", "line": ADD_LINE, "condition": "n > 100 && acc->total >= 300 && acc->owner == 'ada'"},
+    ]))["breakpoints"]
+    assert at_line["condition"].startswith("n > 100") and at_line["locations"][0]["function"] == "add_to"
+    (tmp_path / "go").touch()
+    await paused(strobe, sid)
+    [pause] = await strobe.all_events(sid, eventType="pause")
+    assert (pause["line"], pause["locals"]["n"], pause["locals"]["before"]) == (ADD_LINE, 200, 300), pause["locals"]
+    await strobe.call("debug_breakpoint", sessionId=sid, remove=[at_line["id"]])
+    await strobe.call("debug_continue", sessionId=sid)
+    await orders_done(strobe, sid, "the orders thread to finish")
+    (tmp_path / "quit").touch()
+    await strobe.wait_for_status(sid, "exited", timeout=30)
+
+    control = tmp_path / "second"
+    control.mkdir()
+    sid = await launch(strobe, c_target("breaks"), control)
+    await strobe.call("debug_breakpoint", sessionId=sid, add=[{"function": "process_order",
+                                                                "condition": "g_total > 200 && g_account.id == 7"}])
+    (control / "go").touch()
+    await paused(strobe, sid)
+    [pause] = await strobe.all_events(sid, eventType="pause")
+    assert pause["arguments"] == {"id": 4, "qty": 200}  # g_total before orders 1-4: 0, 50, 150, 300
+    await strobe.call("debug_stop", sessionId=sid)
 
 
 async def test_writes_change_what_the_program_does(

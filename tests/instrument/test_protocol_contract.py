@@ -112,8 +112,11 @@ REPLIES: dict[str, Any] = {  # what the agent answers each request with
     "breakpoints": lambda rid: protocol.BreakpointsUpdated(type="breakpoints_updated", requestId=rid, failed=[]),
     "write_memory": lambda rid: protocol.MemoryWritten(type="memory_written", requestId=rid, results=[]),
 }
-BREAKPOINT: dict[str, Any] = {"id": "bp-1", "kind": "entry", "address": "0x401000", "condition": "n > 3", "hitCount": 2,
-                              "args": [{"name": "n", "reg": "rdi", "size": 4, "signed": True}]}
+BREAKPOINT: dict[str, Any] = {
+    "id": "bp-1", "kind": "entry", "address": "0x401000", "condition": "args[0] > 3 && $v(0) > 1 && $v(1) == 'a'",
+    "hitCount": 2, "args": [{"name": "n", "reg": "rdi", "size": 4, "signed": True}],
+    "values": [{"address": "0x404000", "add": 0, "derefs": [], "offset": 0, "size": 4, "kind": "int", "load": True},
+               {"reg": "rbp", "add": -24, "derefs": [0], "offset": 16, "size": 8, "kind": "cstring", "load": True}]}
 
 
 class RecordingScript:

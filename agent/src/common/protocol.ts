@@ -436,12 +436,27 @@ export interface ConditionArg {
   signed: boolean;
 }
 
+// A program value a condition or message reads at each hit: from a register (its value, or memory it points into)
+// or an address, through pointers, then `size` bytes of `kind` (the host's daemon/break_values.py plans it).
+export interface ValueRead {
+  reg?: string; // start at this register's value (rsp: the thread's stack pointer at the site) ...
+  address?: string; // ... or at this address
+  add: number; // added to the register's value
+  derefs: number[]; // each: add the offset, read a pointer there, go on from it
+  offset: number; // added last
+  size: number;
+  kind: "int" | "uint" | "float" | "bool" | "pointer" | "cstring";
+  load: boolean; // read `size` bytes at the address found; false: the register's value is the value
+  constant?: number; // a value the compiler folded: this, read nowhere
+}
+
 export interface BreakpointSpec {
   id: string;
   kind: "entry" | "line"; // a function's entry (an Interceptor hook) or a line's first instruction (an int3)
   address: string;
-  condition?: string; // a JavaScript expression over the arguments by name and `args[i]`
+  condition?: string; // JavaScript over `args[i]` and $v(i), the program's values the host planned (`values`)
   args: ConditionArg[];
+  values: ValueRead[];
   hitCount?: number; // stop at this hit only (1: the first)
   log?: string; // a logpoint: this template's text goes to the timeline and the thread is not stopped
 }

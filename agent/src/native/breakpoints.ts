@@ -8,15 +8,15 @@
 // thread goes on: a process is never left stopped by Strobe.
 
 import {
-  BreakpointFailure, BreakpointSpec, ConditionArg, LogpointHit, PauseReport, ResumeRequest, StepKind, emit,
+  BreakpointFailure, BreakpointSpec, ConditionArg, LogpointHit, PauseReport, ResumeRequest, StepKind, ValueRead, emit,
 } from "../common/protocol.js";
 import { snapshot } from "../common/crash.js";
 import { monotonicNow } from "../common/memory.js";
 import { Stepper } from "./stepping.js";
 import { Traps } from "./traps.js";
 
-type Condition = (context: X64CpuContext) => boolean;
-type Message = (context: X64CpuContext) => string;
+type Condition = (context: X64CpuContext, sp: NativePointer) => boolean;
+type Message = (context: X64CpuContext, sp: NativePointer) => string;
 
 interface Armed {
   spec: BreakpointSpec;
@@ -32,36 +32,92 @@ type Why = Pick<PauseReport, "breakpointId" | "hit" | "conditionError" | "step" 
 const MAX_LOGGED = 20000; // logpoint lines waiting to be sent; beyond, counted as dropped
 const MAX_LOG_CHARS = 1000;
 const LOG_BATCH_MS = 20;
+const MAX_STRING = 256; // bytes of a char * a condition or message reads
 
-const IDENTIFIER = /^[A-Za-z_$][\w$]*$/;
-const RESERVED = new Set(["args", "arguments", "await", "break", "case", "catch", "class", "const", "continue",
-  "debugger", "default", "delete", "do", "else", "enum", "eval", "export", "extends", "false", "finally", "for",
-  "function", "if", "implements", "import", "in", "instanceof", "interface", "let", "new", "null", "package",
-  "private", "protected", "public", "return", "static", "super", "switch", "this", "throw", "true", "try", "typeof",
-  "var", "void", "while", "with", "yield"]);
-
-// An argument's value as the condition sees it: its register's low `size` bytes, signed or not, as a number
-// (exact up to 2^53).
-function argValue(context: X64CpuContext, arg: ConditionArg): number {
-  const raw = uint64((context as unknown as Record<string, NativePointer>)[arg.reg].toString());
-  const bits = arg.size * 8;
-  if (bits >= 64) {
-    return arg.signed ? int64(raw.toString()).toNumber() : raw.toNumber();
-  }
-  const value = raw.and(uint64(1).shl(bits).sub(1)).toNumber();
-  return arg.signed && value >= 2 ** (bits - 1) ? value - 2 ** bits : value;
+function register(context: X64CpuContext, sp: NativePointer, name: string): NativePointer {
+  return name === "rsp" ? sp : (context as unknown as Record<string, NativePointer>)[name];
 }
 
-// A JavaScript expression over the arguments by name and `args`, compiled once: a SyntaxError is the host's to
-// report when the breakpoint is set.
-function expression(spec: BreakpointSpec, text: string): (context: X64CpuContext) => unknown {
-  const named = spec.args.filter((a) => IDENTIFIER.test(a.name) && !RESERVED.has(a.name));
+// A register's low `size` bytes, signed or not, as a number (exact up to 2^53).
+function registerNumber(value: NativePointer, size: number, signed: boolean): number {
+  const raw = uint64(value.toString());
+  const bits = size * 8;
+  if (bits >= 64) {
+    return signed ? int64(raw.toString()).toNumber() : raw.toNumber();
+  }
+  const low = raw.and(uint64(1).shl(bits).sub(1)).toNumber();
+  return signed && low >= 2 ** (bits - 1) ? low - 2 ** bits : low;
+}
+
+function argValue(context: X64CpuContext, arg: ConditionArg): number {
+  return registerNumber(register(context, context.rsp, arg.reg), arg.size, arg.signed);
+}
+
+// One of the program's values at the hit, as the host planned it (a bad pointer throws: the expression fails).
+function readValue(read: ValueRead, context: X64CpuContext, sp: NativePointer): number | boolean | string {
+  if (read.constant !== undefined) {
+    return read.constant;
+  }
+  if (!read.load) {
+    return registerNumber(register(context, sp, read.reg as string), read.size, read.kind === "int");
+  }
+  let at = read.reg !== undefined ? register(context, sp, read.reg).add(read.add) : ptr(read.address as string);
+  for (const offset of read.derefs) {
+    at = at.add(offset).readPointer();
+    if (at.isNull()) {
+      throw new Error("a null pointer on the way");
+    }
+  }
+  at = at.add(read.offset);
+  switch (read.kind) {
+    case "float":
+      return read.size === 4 ? at.readFloat() : at.readDouble();
+    case "bool":
+      return at.readU8() !== 0;
+    case "pointer":
+      return uint64(at.readPointer().toString()).toNumber();
+    case "cstring":
+      return cString(at.readPointer());
+    default: {
+      const signed = read.kind === "int";
+      switch (read.size) {
+        case 1: return signed ? at.readS8() : at.readU8();
+        case 2: return signed ? at.readS16() : at.readU16();
+        case 4: return signed ? at.readS32() : at.readU32();
+        default: return signed ? at.readS64().toNumber() : at.readU64().toNumber();
+      }
+    }
+  }
+}
+
+// The C string at `text`: up to its NUL or MAX_STRING bytes ("…" then), as UTF-8 (else byte by byte).
+function cString(text: NativePointer): string {
+  if (text.isNull()) {
+    return "(null)";
+  }
+  let length = 0;
+  while (length < MAX_STRING && text.add(length).readU8() !== 0) {
+    length += 1;
+  }
+  if (length === 0) {
+    return "";
+  }
+  let shown: string;
+  try {
+    shown = text.readUtf8String(length) ?? "";
+  } catch {
+    shown = text.readCString(length) ?? "";
+  }
+  return length === MAX_STRING ? `${shown}…` : shown;
+}
+
+// A JavaScript expression over `args[i]` and the host's planned values ($v(i), read only when evaluated), compiled
+// once: a SyntaxError is the host's to report when the breakpoint is set.
+function expression(spec: BreakpointSpec, text: string): (context: X64CpuContext, sp: NativePointer) => unknown {
   // eslint-disable-next-line @typescript-eslint/no-implied-eval
-  const body = new Function(...named.map((a) => a.name), "args", `"use strict"; return (${text});`);
-  return (context) => {
-    const args = spec.args.map((a) => argValue(context, a));
-    return body(...named.map((a) => args[spec.args.indexOf(a)]), args);
-  };
+  const body = new Function("args", "$v", `"use strict"; return (${text});`);
+  return (context, sp) => body(spec.args.map((a) => argValue(context, a)),
+    (i: number) => readValue(spec.values[i], context, sp));
 }
 
 function compile(spec: BreakpointSpec): Condition | null {
@@ -69,29 +125,33 @@ function compile(spec: BreakpointSpec): Condition | null {
     return null;
   }
   const condition = expression(spec, spec.condition);
-  return (context) => Boolean(condition(context));
+  return (context, sp) => Boolean(condition(context, sp));
 }
 
-// A logpoint's template, "n={n} total={args[1] * 2}": text with `{expression}` parts, each evaluated like a
-// condition (a part that throws shows `<error: ...>`).
+// A logpoint's template, "n={$v(0)} total={args[1] * 2}": text with `{expression}` parts, each evaluated like a
+// condition (a part that throws shows `<error: ...>`; a part that is one pointer shows it in hex).
 function template(spec: BreakpointSpec): Message | null {
   if (spec.log === undefined) {
     return null;
   }
-  const parts: (string | ((context: X64CpuContext) => unknown))[] = [];
+  const parts: (string | ((context: X64CpuContext, sp: NativePointer) => unknown))[] = [];
   const pattern = /\{([^{}]+)\}/g;
   let last = 0;
   for (let found = pattern.exec(spec.log); found !== null; found = pattern.exec(spec.log)) {
-    parts.push(spec.log.slice(last, found.index), expression(spec, found[1]));
+    const only = /^\s*\$v\((\d+)\)\s*$/.exec(found[1]);
+    const evaluate = expression(spec, found[1]);
+    const pointer = only !== null && spec.values[Number(only[1])]?.kind === "pointer";
+    parts.push(spec.log.slice(last, found.index),
+      pointer ? (c: X64CpuContext, sp: NativePointer) => `0x${(evaluate(c, sp) as number).toString(16)}` : evaluate);
     last = found.index + found[0].length;
   }
   parts.push(spec.log.slice(last));
-  return (context) => parts.map((part) => {
+  return (context, sp) => parts.map((part) => {
     if (typeof part === "string") {
       return part;
     }
     try {
-      return String(part(context));
+      return String(part(context, sp));
     } catch (e) {
       return `<error: ${e}>`;
     }
@@ -183,7 +243,7 @@ export class Breakpoints {
     let conditionError: string | undefined;
     if (state.condition !== null) {
       try {
-        if (!state.condition(context)) {
+        if (!state.condition(context, sp)) {
           return;
         }
       } catch (e) {
@@ -196,7 +256,7 @@ export class Breakpoints {
       return;
     }
     if (state.message !== null) {
-      this.log(state, state.message, context, tid, conditionError);
+      this.log(state, state.message, context, sp, tid, conditionError);
       return;
     }
     this.stepper.cancel(tid); // a step this thread was taking ends here
@@ -212,14 +272,14 @@ export class Breakpoints {
   private sending = false;
 
   // A logpoint's line, queued and sent in batches (a message per hit would cost more than the hit).
-  private log(state: Armed, message: Message, context: X64CpuContext, tid: number,
+  private log(state: Armed, message: Message, context: X64CpuContext, sp: NativePointer, tid: number,
               conditionError: string | undefined): void {
     if (this.logged.length >= MAX_LOGGED) {
       this.dropped += 1;
       return;
     }
     const [sec, nsec] = monotonicNow();
-    const text = conditionError === undefined ? message(context) : `<condition failed: ${conditionError}>`;
+    const text = conditionError === undefined ? message(context, sp) : `<condition failed: ${conditionError}>`;
     const hit: LogpointHit = { id: state.spec.id, tid, text: text.slice(0, MAX_LOG_CHARS), sec, nsec };
     const name = this.threadName(tid);
     if (name !== null) {

@@ -24,6 +24,8 @@ class Site:
     file: str | None
     line: int | None
     traceable: TraceableFunction | None = None  # an entry's function (its parameters are the condition's names)
+    module: str | None = None  # a line's module and where it is loaded (runtime = static + slide)
+    slide: int = 0
 
     def answer(self) -> dict[str, Any]:
         out = {"function": self.function, "address": hex(self.address), "file": self.file, "line": self.line}

@@ -17,10 +17,12 @@ import contextlib
 import itertools
 import json
 import logging
+import os
 import time
 import weakref
 from typing import Any
 
+from strobe.daemon.break_values import RegisterArg, SiteScope, compile_message, compile_text, site_scope
 from strobe.daemon.breakpoint_state import Breakpoint, PausedThread, SessionBreakpoints, Site
 from strobe.daemon.crashes import crash_row, describe_thread, thread_name
 from strobe.daemon.live import LiveSession
@@ -81,6 +83,53 @@ def entry_arguments(module: str, static_address: int, registers: dict[str, str])
         bits = 8 * arg["size"]
         out[arg["name"]] = raw - (1 << bits) if arg["signed"] and raw >= 1 << (bits - 1) else raw
     return out
+
+
+def _compile_sites(bp: Breakpoint) -> tuple[list[BreakpointSpec], list[str]]:
+    """The agent's spec of each site of `bp`, its condition and message compiled there (daemon/break_values.py).
+    A site where they name what it cannot read is left out with a warning; when that is every site, the first
+    site's error is raised (ValidationError)."""
+    specs: list[BreakpointSpec] = []
+    kept: list[Site] = []
+    errors: list[tuple[Site, ValidationError]] = []
+    for site in bp.sites:
+        f = site.traceable
+        args = condition_args(f.module, f.info.address) if f is not None else []
+        spec: BreakpointSpec = {"id": f"{bp.id}#{len(specs)}", "kind": "line" if site.kind == "line" else "entry",
+                                "address": hex(site.address), "args": args, "values": []}
+        try:
+            if bp.condition is not None or (bp.log is not None and "{" in bp.log):
+                scope = _site_scope(site, args)
+                if bp.condition is not None:
+                    spec["condition"] = compile_text(bp.condition, scope, spec["values"]).text
+                if bp.log is not None:
+                    spec["log"] = compile_message(bp.log, scope, spec["values"])
+            elif bp.log is not None:
+                spec["log"] = bp.log
+        except ValidationError as exc:
+            errors.append((site, exc))
+            continue
+        if bp.hit_count is not None:
+            spec["hitCount"] = bp.hit_count
+        specs.append(spec)
+        kept.append(site)
+    if errors and not specs:
+        raise errors[0][1]
+    bp.sites = kept
+    return specs, [f"{'Logpoint' if bp.log is not None else 'Breakpoint'} {bp.id}: not set at "
+                   f"{site.function or hex(site.address)}: {exc.message}" for site, exc in errors]
+
+
+def _site_scope(site: Site, args: list[ConditionArg]) -> SiteScope:
+    registers = [RegisterArg(a["name"], a["reg"], a["size"], a["signed"]) for a in args]
+    if site.kind != "line" and site.traceable is not None:
+        f = site.traceable
+        return site_scope(f.module, f.runtime_address - f.info.address, f.info.address, True, registers,
+                          f"the entry of {f.name}")
+    where = f"{os.path.basename(site.file or '?')}:{site.line}"
+    if site.module is None:
+        return SiteScope(where, None, 0, site.kind != "line", unreadable="its module is not known")
+    return site_scope(site.module, site.slide, site.address - site.slide, site.kind != "line", registers, where)
 
 
 def under_line_breakpoints(live: LiveSession, desired: dict[Any, TraceableFunction]) -> list[str]:
@@ -211,18 +260,10 @@ class Breaking:
         made = [bp for bp in made if bp.sites]
         specs: list[BreakpointSpec] = []
         for bp in made:
-            for n, site in enumerate(bp.sites):
-                f = site.traceable
-                args = condition_args(f.module, f.info.address) if f is not None else []
-                spec: BreakpointSpec = {"id": f"{bp.id}#{n}", "kind": "line" if site.kind == "line" else "entry",
-                                        "address": hex(site.address), "args": args}
-                if bp.condition is not None:
-                    spec["condition"] = bp.condition
-                if bp.hit_count is not None:
-                    spec["hitCount"] = bp.hit_count
-                if bp.log is not None:
-                    spec["log"] = bp.log
-                specs.append(spec)
+            compiled, refused = await asyncio.to_thread(_compile_sites, bp)
+            warnings += refused
+            specs += compiled
+        made = [bp for bp in made if bp.sites]
         gone = [f"{bid}#{n}" for bid in remove for n in range(len(state.breakpoints[bid].sites))]
         handle = process.handle
         reply = await self._services.worker.run(lambda: handle.set_breakpoints(specs, gone))
@@ -253,10 +294,6 @@ class Breaking:
         if pattern:
             target, sites = pattern, self._function_sites(live, pattern, symbols)
         elif file and line:
-            if condition is not None:
-                raise ValidationError("A condition is only supported on function breakpoints (over the function's "
-                                      "arguments) for now: break at the function with the condition, or at the "
-                                      "line without one.")
             target, (file, sites) = f"{file}:{line}", self._line_sites(symbols, file, line)
         else:
             raise ValidationError("A breakpoint needs `function` (a pattern) or `file` with `line`.")
@@ -264,9 +301,6 @@ class Breaking:
             raise ValidationError(f"'{target}' is at {len(sites)} places; a breakpoint takes at most {MAX_ADDRESSES}. "
                                   "Narrow it.")
         log = request.get("log")
-        if log is not None and not pattern and "{" in log:
-            raise ValidationError("A logpoint at a line shows fixed text for now ({expressions} read a function's "
-                                  "arguments, at its entry): put the logpoint on the function to show them.")
         bid = f"{'lp' if log is not None else 'bp'}-{state.next_id}"
         state.next_id += 1
         return Breakpoint(bid, target, condition, request.get("hitCount"), sites, log=log,
@@ -297,7 +331,8 @@ class Breaking:
             for static in found.addresses:
                 where = locate(module.path, static)
                 sites.append(Site("line", static + module.slide, where.function if where else None,
-                                  where.file if where and where.file else found.files[0], line))
+                                  where.file if where and where.file else found.files[0], line,
+                                  module=module.path, slide=module.slide))
         if not named:
             raise ValidationError(f"No source file named '{file}' in the line tables of the program's "
                                   f"{len(modules)} module(s) with debug info: give the file as the program was "

@@ -398,12 +398,30 @@ class ConditionArg(TypedDict):
     signed: bool
 
 
+ReadKind = Literal["int", "uint", "float", "bool", "pointer", "cstring"]
+
+
+class ValueRead(TypedDict):
+    """A program value a condition or message reads at each hit (daemon/break_values.py)."""
+
+    reg: NotRequired[str]  # start at this register's value (rsp: the thread's stack pointer at the site) ...
+    address: NotRequired[str]  # ... or at this address (hex)
+    add: int  # added to the register's value
+    derefs: list[int]  # each: add the offset, read a pointer there, go on from it
+    offset: int  # added last
+    size: int
+    kind: ReadKind
+    load: bool  # read `size` bytes at the address found; false: the register's value is the value
+    constant: NotRequired[int]  # a value the compiler folded: this, read nowhere
+
+
 class BreakpointSpec(TypedDict):
     id: str
     kind: Literal["entry", "line"]
     address: str  # hex
     condition: NotRequired[str]
     args: list[ConditionArg]
+    values: list[ValueRead]  # what $v(i) in the condition and the message reads
     hitCount: NotRequired[int]
     log: NotRequired[str]
 

@@ -334,8 +334,9 @@ class BreakpointAdd(StrictModel):
     line: int | None = Field(default=None, ge=1, le=10_000_000, description=(
         "The source line: the thread stops at the first instruction of each copy of its code."))
     condition: str | None = Field(default=None, min_length=1, max_length=1000, description=(
-        "Function breakpoints: a JavaScript expression over the function's integer, char, bool, enum and "
-        "pointer parameters by name (and args[i]): stop only when it is true ('n > 100', 'id === 7 && flags')."))
+        "Stop only when this JavaScript expression is true. It reads the program's values by name: a function's "
+        "parameters at its entry (args[i] too), a line's parameters and locals, globals; with .field, ->field, "
+        "[i] steps ('n > 100', 'id === 7 && flags', 'acc->total >= 150 && acc->owner == \"ada\"')."))
     hitCount: int | None = Field(default=None, ge=1, le=1_000_000_000, description=(
         "Stop at this hit only (1: the first); counted among the hits whose condition held."))
 
@@ -369,11 +370,12 @@ class LogpointAdd(StrictModel):
     function: str | None = Field(default=None, min_length=1, max_length=MAX_STRING, description=(
         "A pattern as debug_trace takes: a line at the entry of each native function it selects (at most 64)."))
     file: str | None = Field(default=None, min_length=1, max_length=MAX_STRING, description="With `line`.")
-    line: int | None = Field(default=None, ge=1, le=10_000_000, description="A source line (fixed text only).")
+    line: int | None = Field(default=None, ge=1, le=10_000_000, description="A source line.")
     message: str = Field(min_length=1, max_length=1000, description=(
-        "The line to record: text with {expressions} over the function's parameters by name ('n={n} id={id}')."))
+        "The line to record: text with {expressions} reading values as a condition does ('n={n} "
+        "total={acc->total}')."))
     condition: str | None = Field(default=None, min_length=1, max_length=1000, description=(
-        "Record only when this JavaScript expression over the parameters is true."))
+        "Record only when this JavaScript expression is true (names as in the message)."))
 
 
 class LogpointRequest(StrictModel):

@@ -32,7 +32,7 @@ _NAME = re.compile(
     r"\s*(?:[^\s:.\[\]<>()-]+\.[A-Za-z0-9+]+::)?"  # an optional "file.c::" prefix
     r"(?:::)?[A-Za-z_$][\w$]*(?:<[^()\[\]]*?>)?(?:\s*::\s*[A-Za-z_$~][\w$]*(?:<[^()\[\]]*?>)?)*"
 )
-_STEP = re.compile(r"\s*(?:(->|\.)\s*([A-Za-z_$][\w$]*)|\[\s*(0[xX][0-9a-fA-F]+|\d+)\s*\])")
+STEP = re.compile(r"\s*(?:(->|\.)\s*([A-Za-z_$][\w$]*)|\[\s*(0[xX][0-9a-fA-F]+|\d+)\s*\])")
 _RAW_READ = "debug_read({ address: '0x...', size, type })"
 
 
@@ -129,7 +129,7 @@ def parse(text: str) -> tuple[str, list[Step]]:
     steps: list[Step] = []
     pos = match.end()
     while pos < len(text) and text[pos:].strip():
-        step = _STEP.match(text, pos)
+        step = STEP.match(text, pos)
         if step is None:
             rest = text[pos:].lstrip()
             raise ExpressionError(_syntax_hint(text, len(text) - len(rest), rest))
