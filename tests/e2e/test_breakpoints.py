@@ -133,6 +133,57 @@ async def test_a_line_breakpoint_shows_the_frames_locals(
     await strobe.wait_for_status(sid, "exited", timeout=30)
 
 
+def thread_state(pid: int, name: str) -> str | None:
+    """The /proc state letter of the thread of `pid` named `name` ('t': stopped by a tracer), None if none."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            if (task / "comm").read_text().strip() == name:
+                return (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+    return None
+
+
+async def test_all_threads_stops_the_other_threads_until_continued(
+        strobe: StrobeClient, c_target: Callable[[str], Path], tmp_path: Path) -> None:
+    """allThreads: w-orders stops at the breakpoint and w-steady (and main) are stopped with it: its ticks stop and
+    its state is a tracer's stop; continuing lets both go on."""
+    sid = await launch(strobe, c_target("breaks"), tmp_path)
+    [bp] = (await strobe.call("debug_breakpoint", sessionId=sid, add=[
+        {"function": "process_order", "condition": "id == 2", "allThreads": True}]))["breakpoints"]
+    assert bp["allThreads"] is True
+    (tmp_path / "go").touch()
+    [thread] = await paused(strobe, sid)
+    assert thread["otherThreads"] == {"stopped": 2}, thread  # main and w-steady; Frida's own threads run on
+    pid = thread["pid"]
+
+    async def steady_held() -> bool | None:
+        return True if thread_state(pid, "w-steady") == "t" else None
+
+    await poll(steady_held, 10, "w-steady to be stopped with the paused thread")
+    ticks = sum(t.startswith("tick") for t in await stdout(strobe, sid))
+
+    async def paused_a_while() -> bool | None:  # time passes with the program stopped: ~40 ticks' worth
+        listed = await strobe.call("debug_list_sessions")
+        [held] = next(s for s in listed["sessions"] if s["sessionId"] == sid)["paused"]
+        return True if held["pausedMs"] >= 200 else None
+
+    await poll(paused_a_while, 10, "the pause to last 200 ms")
+    assert sum(t.startswith("tick") for t in await stdout(strobe, sid)) <= ticks + 1  # one may have been in flight
+    assert thread_state(pid, "w-steady") == "t"
+
+    await strobe.call("debug_continue", sessionId=sid)
+
+    async def steady_runs_again() -> bool | None:
+        return True if sum(t.startswith("tick") for t in await stdout(strobe, sid)) >= ticks + 10 else None
+
+    await poll(steady_runs_again, 30, "w-steady to print again once continued")
+    await orders_done(strobe, sid, "the orders thread to finish")
+    assert thread_state(pid, "w-steady") != "t"
+    (tmp_path / "quit").touch()
+    await strobe.wait_for_status(sid, "exited", timeout=30)
+
+
 async def test_hit_count_stops_at_the_nth_hit_only(
         strobe: StrobeClient, c_target: Callable[[str], Path], tmp_path: Path) -> None:
     sid = await launch(strobe, c_target("breaks"), tmp_path)

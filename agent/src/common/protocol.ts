@@ -205,6 +205,8 @@ export interface PauseReport {
   step?: StepKind; // the end of a step (breakpointId is then "")
   stepError?: string; // the step asked for could not be taken: the thread is still where it was
   skipped?: string[]; // line starts the step could not stop at: inside an Interceptor hook's relocated code
+  allThreads?: boolean; // the breakpoint stops every thread (or a step from such a stop ended)
+  others?: number[]; // then: the program's other threads (Frida's own left out), for the host to stop
   sec: number; // CLOCK_MONOTONIC, the trace clock
   nsec: number;
 }
@@ -458,6 +460,7 @@ export interface BreakpointSpec {
   args: ConditionArg[];
   values: ValueRead[];
   hitCount?: number; // stop at this hit only (1: the first)
+  allThreads?: boolean; // a stop also stops the program's other threads (the host does it, with ptrace)
   log?: string; // a logpoint: this template's text goes to the timeline and the thread is not stopped
 }
 

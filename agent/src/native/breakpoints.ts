@@ -27,7 +27,8 @@ interface Armed {
 }
 
 // What a pause report says of why the thread stopped.
-type Why = Pick<PauseReport, "breakpointId" | "hit" | "conditionError" | "step" | "entry" | "stepError" | "skipped">;
+type Why = Pick<PauseReport,
+  "breakpointId" | "hit" | "conditionError" | "step" | "entry" | "stepError" | "skipped" | "allThreads">;
 
 const MAX_LOGGED = 20000; // logpoint lines waiting to be sent; beyond, counted as dropped
 const MAX_LOG_CHARS = 1000;
@@ -261,12 +262,16 @@ export class Breakpoints {
     }
     this.stepper.cancel(tid); // a step this thread was taking ends here
     const why: Why = { breakpointId: state.spec.id, hit: state.hits, entry: state.spec.kind === "entry" };
+    if (state.spec.allThreads === true) {
+      why.allThreads = true;
+    }
     if (conditionError !== undefined) {
       why.conditionError = conditionError;
     }
     this.pause(context, tid, at, sp, why);
   }
 
+  private readonly stoppingAll = new Set<number>(); // threads stepping from a stop of every thread
   private readonly logged: LogpointHit[] = [];
   private dropped = 0;
   private sending = false;
@@ -326,12 +331,18 @@ export class Breakpoints {
     } catch (e) {
       emit({ type: "log", level: "warning", message: `trace flush before a pause failed: ${e}` });
     }
+    const all = why.allThreads === true || this.stoppingAll.has(tid);
+    this.stoppingAll.delete(tid);
     const taken = snapshot(context, at, sp);
     const [sec, nsec] = monotonicNow();
     const report: PauseReport = {
       type: "paused", tid, ...why, registers: taken.registers, frames: taken.frames, stackBase: taken.stackBase,
       stackSize: taken.stack === null ? 0 : taken.stack.byteLength, sec, nsec,
     };
+    if (all) {
+      report.allThreads = true; // the host stops these (Process.enumerateThreads leaves Frida's threads out)
+      report.others = Process.enumerateThreads().map((t) => t.id).filter((id) => id !== tid);
+    }
     emit(report, taken.stack);
     let request: ResumeRequest | null = null;
     try {
@@ -344,6 +355,9 @@ export class Breakpoints {
     const resume = request as ResumeRequest | null;
     if (resume === null || resume.action !== "step" || resume.plan === undefined) {
       return;
+    }
+    if (all) {
+      this.stoppingAll.add(tid); // where the step ends, the other threads are stopped again
     }
     try {
       this.stepper.begin(tid, resume.plan, context, at, sp);

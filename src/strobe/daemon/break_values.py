@@ -46,6 +46,7 @@ _STRING = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`(?:[^`\\]|\\.)*`"
 _JS_NAMES = frozenset({
     "args", "Math", "Number", "String", "Boolean", "JSON", "BigInt", "parseInt", "parseFloat", "isNaN", "isFinite",
     "undefined", "NaN", "Infinity", "true", "false", "null", "typeof", "instanceof", "in", "new", "void", "this",
+    "Process", "Memory", "NULL", "Date", "Array", "Object",
 })
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from strobe.daemon.crashes import crash_row
 from strobe.daemon.symbols import TraceableFunction
 from strobe.instrument.protocol import CrashFrame, LogpointHit
+from strobe.instrument.thread_stops import ThreadHold
 from strobe.store.schema import EventKind
 
 
@@ -43,6 +44,7 @@ class Breakpoint:
     function: str | None = None  # the pattern, for a function breakpoint
     file: str | None = None  # the source file (as its line table names it) and line, for a line breakpoint
     line: int | None = None
+    all_threads: bool = False  # a stop stops the program's other threads too
 
     def answer(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id}
@@ -59,6 +61,8 @@ class Breakpoint:
             out["condition"] = self.condition
         if self.hit_count is not None:
             out["hitCount"] = self.hit_count
+        if self.all_threads:
+            out["allThreads"] = True
         return out
 
 
@@ -78,7 +82,7 @@ class PausedThread:
                                "pausedMs": int((time.monotonic() - self.since) * 1000)}
         if self.breakpoint_id:
             out["breakpointId"] = self.breakpoint_id
-        for key in ("step", "threadName", "function", "sourceFile", "line", "conditionError"):
+        for key in ("step", "threadName", "function", "sourceFile", "line", "conditionError", "otherThreads"):
             if self.event.get(key) is not None:
                 out[key] = self.event[key]
         out["backtrace"] = [_frame_text(frame) for frame in self.event.get("backtrace", [])]
@@ -95,6 +99,7 @@ class SessionBreakpoints:
     breakpoints: dict[str, Breakpoint] = field(default_factory=dict)
     paused: dict[tuple[int, int], PausedThread] = field(default_factory=dict)
     waiters: dict[tuple[int, int], asyncio.Future[PausedThread]] = field(default_factory=dict)  # steps under way
+    holds: dict[int, ThreadHold] = field(default_factory=dict)  # by pid: other threads stopped (allThreads)
     next_id: int = 1
 
 

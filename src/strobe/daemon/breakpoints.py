@@ -36,6 +36,7 @@ from strobe.daemon.symbols import ModuleSymbols, SessionSymbols, TraceableFuncti
 from strobe.daemon.tracing import parse_patterns, plan_hooks
 from strobe.errors import StrobeError, ValidationError
 from strobe.instrument.protocol import BreakpointSpec, ConditionArg, PauseReport, StepKind
+from strobe.instrument.thread_stops import ThreadHold
 from strobe.store.schema import EventKind
 from strobe.symbols.addresses import line_sites, locate
 from strobe.symbols.cfi import RETURN_ADDRESS_OFFSET
@@ -111,6 +112,8 @@ def _compile_sites(bp: Breakpoint) -> tuple[list[BreakpointSpec], list[str]]:
             continue
         if bp.hit_count is not None:
             spec["hitCount"] = bp.hit_count
+        if bp.all_threads:
+            spec["allThreads"] = True
         specs.append(spec)
         kept.append(site)
     if errors and not specs:
@@ -304,7 +307,8 @@ class Breaking:
         bid = f"{'lp' if log is not None else 'bp'}-{state.next_id}"
         state.next_id += 1
         return Breakpoint(bid, target, condition, request.get("hitCount"), sites, log=log,
-                          function=pattern or None, file=None if pattern else file, line=None if pattern else line)
+                          function=pattern or None, file=None if pattern else file, line=None if pattern else line,
+                          all_threads=bool(request.get("allThreads")) and log is None)
 
     @staticmethod
     def _function_sites(live: LiveSession, pattern: str, symbols: SessionSymbols) -> list[Site]:
@@ -358,6 +362,7 @@ class Breaking:
         """Store the pause event and list the thread as paused (it waits for resume); a step waiting for it ends."""
         services = self._services
         bid = report.breakpointId.split("#", 1)[0]
+        held = await self._hold_others(live, pid, report) if report.others is not None else None
         try:
             await services.ingest.barrier()
             await services.write(lambda c: None)  # the calls leading up to the stop are committed before it
@@ -382,6 +387,8 @@ class Breaking:
                 event["conditionError"] = report.conditionError
             if report.stepError is not None:
                 event["stepError"] = report.stepError
+            if held is not None:
+                event["otherThreads"] = held
             where = event.get("function") or "?"
             if event.get("sourceFile"):
                 where += f" at {event['sourceFile']}:{event.get('line', '?')}"
@@ -399,6 +406,7 @@ class Breaking:
             log.info("session %s: pid %d: %s", live.record.id, pid, event["text"])
         except Exception:
             log.exception("session %s: a pause could not be recorded; resuming thread %d", live.record.id, report.tid)
+            await self.release_holds(live, pid)
             process = live.processes.get(pid)
             if process is not None:
                 await services.worker.run(lambda: process.handle.resume_thread(report.tid))
@@ -426,6 +434,7 @@ class Breaking:
             raise ValidationError(f"Cannot step {kind} from here: {exc}. Continue the thread instead "
                                   "(action 'continue').") from None
         key = (paused.pid, paused.tid)
+        await self.release_holds(live, paused.pid)  # the other threads run during the step (stopped again at its end)
         waiter: asyncio.Future[PausedThread] = asyncio.get_running_loop().create_future()
         state.waiters[key] = waiter
         state.paused.pop(key, None)
@@ -487,6 +496,8 @@ class Breaking:
         """Resume one paused thread (`thread`), or every one; returns those resumed."""
         state = live.breakpoints
         chosen = [p for p in state.paused.values() if thread is None or p.tid == thread]
+        for pid in {p.pid for p in chosen}:  # the threads a stop of every thread held run on first
+            await self.release_holds(live, pid)
         for paused in chosen:
             state.paused.pop((paused.pid, paused.tid), None)
             process = live.processes.get(paused.pid)
@@ -498,6 +509,32 @@ class Breaking:
         """Before the daemon lets go of the process: every paused thread goes on."""
         if live.breakpoints.paused:
             await self.resume(live, None)
+
+    async def _hold_others(self, live: LiveSession, pid: int, report: PauseReport) -> dict[str, Any]:
+        """A stop of every thread: the program's other threads (`report.others`, Frida's own left out) are stopped
+        with ptrace by a helper process (instrument/thread_stops.py) until the paused thread is resumed. What the
+        pause event says of them: how many were stopped, and which could not be and why."""
+        state = live.breakpoints
+        await self.release_holds(live, pid)  # one hold per process: the newest stop's
+        others = [tid for tid in report.others or [] if tid != report.tid]
+        try:
+            hold = await asyncio.to_thread(ThreadHold.start, pid, others)
+        except StrobeError as exc:
+            log.warning("session %s: pid %d: other threads not stopped: %s", live.record.id, pid, exc.message)
+            return {"stopped": 0, "notStopped": f"the other threads run on: {exc.message}"}
+        if hold.active:
+            state.holds[pid] = hold
+        result = hold.result
+        out: dict[str, Any] = {"stopped": len(result.held)}
+        if result.failed:
+            out["notStopped"] = {str(tid): why for tid, why in result.failed.items()}
+        return out
+
+    async def release_holds(self, live: LiveSession, pid: int) -> None:
+        """The threads a stop of every thread held in `pid` run again (nothing when none are held)."""
+        hold = live.breakpoints.holds.pop(pid, None)
+        if hold is not None:
+            await asyncio.to_thread(hold.release)
 
     async def _resume(self, process: TracedProcess, tid: int) -> None:
         handle = process.handle

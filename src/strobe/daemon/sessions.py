@@ -100,6 +100,8 @@ class _Events:
         self._breaking = breaking
 
     def process_gone(self, live: LiveSession, handle: Any, reason: str) -> None:
+        if reason != "process-replaced":  # threads a stop of every thread held are let go with their process
+            self._services.spawn(self._breaking.release_holds(live, handle.pid))
         self._services.spawn(self._lifecycle.process_gone(live, handle, reason))
 
     def crashed(self, live: LiveSession, pid: int, report: CrashReport, stack: bytes) -> None:

@@ -215,6 +215,8 @@ class PauseReport(BaseModel):
     step: Literal["over", "into", "out"] | None = None  # the end of a step (a StepKind) (breakpointId is then "")
     stepError: str | None = None  # the step could not be taken: the thread is still where it was
     skipped: list[str] = []  # line starts the step could not stop at (inside a hook's relocated code)
+    allThreads: bool = False  # the breakpoint stops every thread (or a step from such a stop ended)
+    others: list[int] | None = None  # then: the program's other threads (Frida's own left out), to stop
     sec: int
     nsec: int
 
@@ -423,6 +425,7 @@ class BreakpointSpec(TypedDict):
     args: list[ConditionArg]
     values: list[ValueRead]  # what $v(i) in the condition and the message reads
     hitCount: NotRequired[int]
+    allThreads: NotRequired[bool]  # a stop also stops the program's other threads (the daemon does it)
     log: NotRequired[str]
 
 

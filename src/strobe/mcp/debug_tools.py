@@ -28,7 +28,7 @@ async def breakpoint_(ctx: ToolContext, req: BreakpointRequest) -> dict[str, Any
     result = await ctx.manager.breaking.set(req.sessionId, added, req.remove)
     if req.add:
         result["nextSteps"] = (
-            "A thread that hits one stops alone (the others run on) and a 'pause' event is recorded: "
+            "A thread that hits one stops (alone, unless allThreads) and a 'pause' event is recorded: "
             f"debug_query({{sessionId: '{req.sessionId}', eventType: 'pause'}}) shows where, its arguments and "
             f"backtrace; debug_list_sessions lists paused threads. Resume with debug_continue({{sessionId: "
             f"'{req.sessionId}'}}).")
@@ -90,11 +90,12 @@ TOOLS = (
         "debug_breakpoint",
         BreakpointRequest,
         "Stop a running native program (C, C++, Rust) when it enters a function or reaches a source line, to look "
-        "at its arguments, locals and stack at that moment. Only the thread that hits it stops; the program's "
-        "other threads, tracing and output go on. add: [{function (pattern, as debug_trace) | file + line, "
+        "at its arguments, locals and stack at that moment. Only the thread that hits it stops (unless "
+        "allThreads); the program's other threads, tracing and output go on. add: [{function (pattern, as "
+        "debug_trace) | file + line, "
         "condition? (JavaScript over parameters, locals at a line and globals by name, with ->field steps: "
-        "'n > 100 && acc->total > 0'), hitCount? (stop "
-        "at the Nth hit)}], remove: [breakpoint ids]. Returns {breakpoints: [{id, function | file+line, "
+        "'n > 100 && acc->total > 0'), hitCount? (stop at the Nth hit), allThreads? (stop every thread, not only "
+        "the one that hits it)}], remove: [breakpoint ids]. Returns {breakpoints: [{id, function | file+line, "
         "locations: [{function, address, file, line}], condition?, hitCount?}], warnings?}. A hit records a "
         "'pause' event (function, file, line, arguments at a function's entry, locals at a line, backtrace, "
         "registers); the thread waits for debug_continue. Trace (debug_trace) rather than break when you want "

@@ -339,6 +339,9 @@ class BreakpointAdd(StrictModel):
         "[i] steps ('n > 100', 'id === 7 && flags', 'acc->total >= 150 && acc->owner == \"ada\"')."))
     hitCount: int | None = Field(default=None, ge=1, le=1_000_000_000, description=(
         "Stop at this hit only (1: the first); counted among the hits whose condition held."))
+    allThreads: bool | None = Field(default=None, description=(
+        "true: a stop also stops the program's other threads until it is continued (default: only the thread "
+        "that hits it stops; the others run on)."))
 
 
 class BreakpointRequest(StrictModel):
