@@ -27,9 +27,11 @@ class Site:
     traceable: TraceableFunction | None = None  # an entry's function (its parameters are the condition's names)
     module: str | None = None  # a line's module and where it is loaded (runtime = static + slide)
     slide: int = 0
+    runtime: str = "native"  # "cpython": a Python code object's start or a .py line (`address` is the line then)
 
     def answer(self) -> dict[str, Any]:
-        out = {"function": self.function, "address": hex(self.address), "file": self.file, "line": self.line}
+        address = hex(self.address) if self.runtime == "native" else None
+        out = {"function": self.function, "address": address, "file": self.file, "line": self.line}
         return {k: v for k, v in out.items() if v is not None}
 
 
@@ -46,6 +48,11 @@ class Breakpoint:
     line: int | None = None
     all_threads: bool = False  # a stop stops the program's other threads too
 
+    @property
+    def python(self) -> bool:
+        """Set in Python code (the interpreter's tracer stops it), not native code."""
+        return bool(self.sites) and self.sites[0].runtime != "native"
+
     def answer(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id}
         if self.function is not None:
@@ -53,8 +60,10 @@ class Breakpoint:
         if self.file is not None:
             out.update(file=self.file, line=self.line)
         out["locations"] = [site.answer() for site in self.sites]
-        if self.sites:
+        if self.sites and self.sites[0].runtime == "native":
             out["address"] = hex(self.sites[0].address)
+        elif self.sites:
+            out["runtime"] = "python"
         if self.log is not None:
             out["message"] = self.log
         if self.condition is not None:
@@ -76,6 +85,7 @@ class PausedThread:
     pc: int = 0  # where it is (runtime)
     entry: bool = False  # at a function's first instruction (its frame not set up yet)
     frames: list[CrashFrame] = field(default_factory=list)  # as the agent unwound them: the pc, then return addresses
+    python: bool = False  # stopped in Python code by the interpreter's tracer (no native frames, pc 0)
 
     def answer(self) -> dict[str, Any]:
         out: dict[str, Any] = {"pid": self.pid, "threadId": self.tid,

@@ -28,7 +28,16 @@ from strobe.daemon.crashes import crash_row, describe_thread, thread_name
 from strobe.daemon.live import LiveSession
 from strobe.daemon.memory import prepare_raw
 from strobe.daemon.process import TracedProcess
+from strobe.daemon.py_breakpoints import (
+    is_python_file,
+    python_entry_sites,
+    python_line_sites,
+    python_pause_event,
+    python_scripts,
+    python_specs,
+)
 from strobe.daemon.registry import LiveSessions
+from strobe.daemon.runtimes.cpython import CPYTHON, CPythonRuntime
 from strobe.daemon.services import Services
 from strobe.daemon.signatures import register_plan
 from strobe.daemon.step_plans import frame_address, module_of, step_plan
@@ -138,7 +147,8 @@ def _site_scope(site: Site, args: list[ConditionArg]) -> SiteScope:
 def under_line_breakpoints(live: LiveSession, desired: dict[Any, TraceableFunction]) -> list[str]:
     """Leave out of `desired` (hooks about to be made) the functions whose first bytes hold a line breakpoint's
     int3 (a hook's jump would overwrite it); a warning for each."""
-    lines = [site.address for bp in live.breakpoints.breakpoints.values() for site in bp.sites if site.kind == "line"]
+    lines = [site.address for bp in live.breakpoints.breakpoints.values() for site in bp.sites
+             if site.kind == "line" and site.runtime == "native"]
     warnings: list[str] = []
     for key, function in list(desired.items()):
         if function.runtime == "native" and any(0 <= a - function.runtime_address < HOOK_BYTES for a in lines):
@@ -253,7 +263,7 @@ class Breaking:
         process = live.root
         traced = [f for f in process.hooked.values() if f.runtime == "native"]
         for bp in made:  # an int3 must not land on the bytes a trace hook's jump replaced (and the reverse)
-            clash = [s for s in bp.sites if s.kind == "line"
+            clash = [s for s in bp.sites if s.kind == "line" and s.runtime == "native"
                      and any(0 <= s.address - f.runtime_address < HOOK_BYTES for f in traced)]
             if clash:
                 names = ", ".join(sorted({str(s.function) for s in clash}))
@@ -261,16 +271,30 @@ class Breaking:
                                 f"function ({names}) left out: break at the function instead, or stop tracing it.")
                 bp.sites = [s for s in bp.sites if s not in clash]
         made = [bp for bp in made if bp.sites]
+        in_python = [bp for bp in made if bp.python]
         specs: list[BreakpointSpec] = []
         for bp in made:
-            compiled, refused = await asyncio.to_thread(_compile_sites, bp)
-            warnings += refused
-            specs += compiled
+            if not bp.python:
+                compiled, refused = await asyncio.to_thread(_compile_sites, bp)
+                warnings += refused
+                specs += compiled
         made = [bp for bp in made if bp.sites]
-        gone = [f"{bid}#{n}" for bid in remove for n in range(len(state.breakpoints[bid].sites))]
+        gone = [f"{bid}#{n}" for bid in remove for n in range(len(state.breakpoints[bid].sites))
+                if not state.breakpoints[bid].python]
         handle = process.handle
-        reply = await self._services.worker.run(lambda: handle.set_breakpoints(specs, gone))
-        failed = {f.id: f.error for f in reply.failed}
+        failed: dict[str, str] = {}
+        if specs or gone:
+            reply = await self._services.worker.run(lambda: handle.set_breakpoints(specs, gone))
+            failed = {f.id: f.error for f in reply.failed}
+        python_gone = [f"{bid}#{n}" for bid in remove for n in range(len(state.breakpoints[bid].sites))
+                       if state.breakpoints[bid].python]
+        if in_python or python_gone:
+            runtime = live.image.runtime
+            if not isinstance(runtime, CPythonRuntime):
+                raise ValidationError("Python breakpoints need a session running CPython.")
+            python_specs_ = [spec for bp in in_python for spec in python_specs(bp)]
+            failed |= await runtime.set_python_breakpoints(self._services.worker.run, handle, python_specs_,
+                                                           python_gone)
         for bid in remove:
             del state.breakpoints[bid]
         for bp in made:
@@ -296,6 +320,9 @@ class Breaking:
         pattern, file, line = request.get("function"), request.get("file"), request.get("line")
         if pattern:
             target, sites = pattern, self._function_sites(live, pattern, symbols)
+        elif file and line and is_python_file(file):
+            sites = python_line_sites(python_scripts(symbols), file, line, live.record.project_root)
+            target, file = f"{file}:{line}", sites[0].file
         elif file and line:
             target, (file, sites) = f"{file}:{line}", self._line_sites(symbols, file, line)
         else:
@@ -304,6 +331,9 @@ class Breaking:
             raise ValidationError(f"'{target}' is at {len(sites)} places; a breakpoint takes at most {MAX_ADDRESSES}. "
                                   "Narrow it.")
         log = request.get("log")
+        if request.get("allThreads") and sites and sites[0].runtime != "native":
+            raise ValidationError("allThreads is for native code for now: in Python code a breakpoint stops the "
+                                  "thread that hits it (the others run on). Leave allThreads out.")
         bid = f"{'lp' if log is not None else 'bp'}-{state.next_id}"
         state.next_id += 1
         return Breakpoint(bid, target, condition, request.get("hitCount"), sites, log=log,
@@ -313,6 +343,9 @@ class Breaking:
     @staticmethod
     def _function_sites(live: LiveSession, pattern: str, symbols: SessionSymbols) -> list[Site]:
         plan = plan_hooks([], [pattern], [], symbols.sources, live.record.project_root)
+        python = sorted((f for f in plan.desired.values() if f.runtime == CPYTHON), key=lambda f: f.name)
+        if python:  # a pattern in a Python program's dialect (app.orders.*): its Python functions
+            return python_entry_sites(python)
         native = sorted((f for f in plan.desired.values() if f.runtime == "native"), key=lambda f: f.name)
         if not native:
             detail = plan.warnings[0] if plan.warnings else f"Pattern '{pattern}' matched no native function."
@@ -411,6 +444,68 @@ class Breaking:
             if process is not None:
                 await services.worker.run(lambda: process.handle.resume_thread(report.tid))
 
+    async def on_python_paused(self, live: LiveSession, pid: int, report: dict[str, Any]) -> None:
+        """A thread stopped in Python code by the interpreter's tracer: store its pause event, list it as paused."""
+        services = self._services
+        tid = int(report.get("tid") or 0)
+        bid = str(report.get("breakpoint") or "").split("#", 1)[0]
+        try:
+            await services.ingest.barrier()
+            await services.write(lambda c: None)  # the calls leading up to the stop are committed before it
+            event = python_pause_event(report)
+            step = report.get("step")
+            if bid:
+                event.update(breakpointId=bid, hit=report.get("hit"))
+            if step:
+                event["step"] = step
+            where = f"{event.get('function') or '?'} at {event.get('sourceFile')}:{event.get('line')}"
+            why = f"stepped {step} to" if step else (f"paused at breakpoint {bid} in" if bid else "paused in")
+            event["text"] = f"{why} {where}, thread {tid}"
+            ts = int(report.get("ts") or 0) - live.start_ns
+            services.writer.submit_rows([crash_row(live.record.key, pid, tid, ts, event, EventKind.PAUSE)])
+            paused = PausedThread(pid, tid, bid, time.monotonic(), event, 0, bool(report.get("entry")), [],
+                                  python=True)
+            live.breakpoints.paused[(pid, tid)] = paused
+            waiter = live.breakpoints.waiters.pop((pid, tid), None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(paused)
+            log.info("session %s: pid %d: %s", live.record.id, pid, event["text"])
+        except Exception:
+            log.exception("session %s: a Python pause could not be recorded; resuming thread %d", live.record.id,
+                          tid)
+            process = live.processes.get(pid)
+            if process is not None:
+                await self._resume_python(live, process, tid, "continue")
+
+    async def _resume_python(self, live: LiveSession, process: TracedProcess, tid: int, action: str) -> None:
+        runtime = live.image.runtime
+        handle = process.handle
+        if not isinstance(runtime, CPythonRuntime):
+            return
+        try:
+            await runtime.resume_python(self._services.worker.run, handle, tid, action)
+        except (ValueError, TimeoutError) as exc:
+            log.info("pid %d: Python thread %d could not be resumed: %s", process.pid, tid, exc)
+
+    async def _step_python(self, live: LiveSession, paused: PausedThread, kind: StepKind,
+                           wait_s: float) -> dict[str, Any]:
+        """A step of a thread paused in Python code: the tracer steps it (over, into, out) and reports where."""
+        process = live.processes[paused.pid]
+        state = live.breakpoints
+        key = (paused.pid, paused.tid)
+        waiter: asyncio.Future[PausedThread] = asyncio.get_running_loop().create_future()
+        state.waiters[key] = waiter
+        state.paused.pop(key, None)
+        runtime = live.image.runtime
+        assert isinstance(runtime, CPythonRuntime)
+        try:
+            await runtime.resume_python(self._services.worker.run, process.handle, paused.tid, kind)
+        except (ValueError, TimeoutError) as exc:
+            state.waiters.pop(key, None)
+            state.paused[key] = paused
+            raise ValidationError(f"The thread could not be stepped: {exc}") from None
+        return await self._step_answer(live, process, paused, waiter, wait_s, [])
+
     async def step(self, session_id: str, thread: int | None, kind: StepKind, wait_s: float) -> dict[str, Any]:
         """debug_continue's steps: the paused thread goes on to the next line (over, into) or out of its function;
         the answer is where it stopped, or that it is still running after `wait_s` seconds."""
@@ -425,6 +520,8 @@ class Breaking:
             raise ValidationError(f"{len(candidates)} threads are paused ({', '.join(str(p.tid) for p in candidates)})"
                                   ": say which one steps (threadId).")
         paused = candidates[0]
+        if paused.python:
+            return await self._step_python(live, paused, kind, wait_s)
         process = live.processes[paused.pid]
         symbols = await live.image.symbols
         return_address = await self._return_address(process, paused, symbols)
@@ -444,6 +541,12 @@ class Breaking:
         except Exception as exc:
             state.waiters.pop(key, None)
             raise ValidationError(f"The thread could not be resumed: {exc}") from None
+        return await self._step_answer(live, process, paused, waiter, wait_s, notes)
+
+    async def _step_answer(self, live: LiveSession, process: TracedProcess, paused: PausedThread,
+                           waiter: asyncio.Future[PausedThread], wait_s: float, notes: list[str]) -> dict[str, Any]:
+        """Wait for a stepping thread to stop again and say where (or that it still runs, or that it ended)."""
+        state, key = live.breakpoints, (paused.pid, paused.tid)
         deadline = time.monotonic() + wait_s
         while not waiter.done() and time.monotonic() < deadline and not process.ended:
             with contextlib.suppress(TimeoutError):
@@ -501,7 +604,9 @@ class Breaking:
         for paused in chosen:
             state.paused.pop((paused.pid, paused.tid), None)
             process = live.processes.get(paused.pid)
-            if process is not None and not process.ended:
+            if process is not None and not process.ended and paused.python:
+                await self._resume_python(live, process, paused.tid, "continue")
+            elif process is not None and not process.ended:
                 await self._resume(process, paused.tid)
         return chosen
 

@@ -21,12 +21,13 @@ from strobe.daemon.breakpoint_state import SessionBreakpoints, logpoint_row
 from strobe.daemon.ingest import IngestWorker, SlotTable
 from strobe.daemon.memory import SessionPolls, snapshot_row
 from strobe.daemon.process import ProcessImage, TracedProcess
-from strobe.daemon.runtimes.cpython import batch_size, is_reply, tracer_state
+from strobe.daemon.runtimes.cpython import batch_size, breaks_message, is_reply, tracer_state
 from strobe.daemon.tracing import SessionTrace
 from strobe.daemon.watches import Watch, WatchSpec
 from strobe.instrument.protocol import (
     CrashReport,
     LogpointBatch,
+    LogpointHit,
     PauseReport,
     PollComplete,
     PyState,
@@ -51,6 +52,8 @@ class SessionEvents(Protocol):
     def crashed(self, live: LiveSession, pid: int, report: CrashReport, stack: bytes) -> None: ...
 
     def paused(self, live: LiveSession, pid: int, report: PauseReport, stack: bytes) -> None: ...
+
+    def python_paused(self, live: LiveSession, pid: int, report: dict[str, Any]) -> None: ...
 
     def child_added(self, live: LiveSession, handle: Any, origin: str, parent: int, path: str) -> None: ...
 
@@ -161,6 +164,12 @@ class LiveSession:
         if process is not None and is_reply(data):
             tracer_state(process.handle).resolve(data)
             return
+        if process is not None and (message := breaks_message(data)) is not None:
+            if isinstance(message.get("pause"), dict):
+                self.loop.call_soon_threadsafe(self.events.python_paused, self, pid, message["pause"])
+            else:
+                self._python_logpoints(pid, message)
+            return
         on_batch = getattr(process.ingest, "on_py_batch", None) if process is not None else None
         if process is None or on_batch is None:
             log.info("session %s: a Python tracer batch from pid %d, which is not traced as Python", self.record.id,
@@ -173,6 +182,18 @@ class LiveSession:
             log.warning("session %s: ingest queue full; %d Python events of pid %d dropped", self.record.id, count,
                         pid)
             self.ingest_worker.submit(lambda: ingest.refuse(count))
+
+    def _python_logpoints(self, pid: int, message: dict[str, Any]) -> None:
+        hits: list[LogpointHit] = []
+        for line in message.get("logpoints", []):
+            try:
+                ts = int(line["ts"])
+                hits.append(LogpointHit(id=str(line["id"]), tid=int(line["tid"]), text=str(line["text"]),
+                                        threadName=line.get("thread"), sec=ts // 1_000_000_000,
+                                        nsec=ts % 1_000_000_000))
+            except (KeyError, TypeError, ValueError):
+                log.info("session %s: a malformed Python logpoint line: %.200r", self.record.id, line)
+        self.on_logpoints(pid, LogpointBatch(type="logpoints", hits=hits, dropped=int(message.get("dropped") or 0)))
 
     def on_py_state(self, pid: int, state: PyState) -> None:
         if state.state == "unsupported":

@@ -62,7 +62,8 @@ class SessionReads:
         """Resolve debug_read's and debug_write's variables: globals, and the locals of paused threads' frames
         (daemon/frame_reads.py). Per-target errors, never raised."""
         live = await self._sessions.require_live(session_id, "reading memory")
-        paused = paused_threads(live)
+        everyone = paused_threads(live)
+        paused = [p for p in everyone if not p.python]  # threads stopped in Python code show their locals in events
         bare = [ref.expression for ref in refs if not ref.pinned]
         found = await self.resolve_variables(session_id, bare, depth) if bare else {}
         stacks: dict[tuple[int, int], PausedStack] = {}
@@ -75,6 +76,12 @@ class SessionReads:
 
         out: dict[VariableRef, PreparedRead] = {}
         for ref in dict.fromkeys(refs):
+            if ref.pinned and not paused and len(everyone) > len(paused):
+                out[ref] = PreparedRead(ref.expression, "?", 0, error=(
+                    "The paused thread is stopped in Python code: its frames' locals are in its pause event "
+                    "(debug_query eventType 'pause', each backtrace frame's locals). debug_read reads Python module "
+                    "globals by dotted name ('app.config.timeout'); frame and threadId name native frames."))
+                continue
             if ref.pinned:
                 chosen = choose_paused(paused, ref.thread, session_id)
                 if isinstance(chosen, str):

@@ -110,6 +110,9 @@ class _Events:
     def paused(self, live: LiveSession, pid: int, report: PauseReport, stack: bytes) -> None:
         self._services.spawn(self._breaking.on_paused(live, pid, report, stack))
 
+    def python_paused(self, live: LiveSession, pid: int, report: dict[str, Any]) -> None:
+        self._services.spawn(self._breaking.on_python_paused(live, pid, report))
+
     def child_added(self, live: LiveSession, handle: Any, origin: str, parent: int, path: str) -> None:
         self._services.spawn(self._children.adopt(live, handle, origin, parent, path))
 

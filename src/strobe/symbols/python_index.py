@@ -374,6 +374,10 @@ class PythonIndex:
             path = self._real_files.get(os.path.realpath(file), path)
         return self._by_key.get((path, first_line, qualname), ())
 
+    def file_names(self) -> list[str]:
+        """The absolute paths of the files that define functions."""
+        return list(self._by_file)
+
     def __len__(self) -> int:
         return len(self.functions)
 

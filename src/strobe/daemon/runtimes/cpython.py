@@ -139,6 +139,18 @@ def is_reply(data: bytes) -> bool:
     return data.find(b'"reply":', 0, 48) != -1
 
 
+def breaks_message(data: bytes) -> dict[str, Any] | None:
+    """A thread's pause report (`{"v":1,"pid":N,"pause":{...}}`) or a batch of logpoint lines
+    (`{"v":1,"pid":N,"logpoints":[...]}`) from the tracer's breakpoints, decoded; None for anything else."""
+    if data.find(b'"pause":', 0, 48) == -1 and data.find(b'"logpoints":', 0, 48) == -1:
+        return None
+    try:
+        message = json.loads(data)
+    except ValueError:
+        return None
+    return message if isinstance(message, dict) else None
+
+
 @dataclass
 class PythonTracerState:
     """What the host knows of one interpreter's tracer (kept on its agent handle, `runtime_state`), and the
@@ -146,6 +158,7 @@ class PythonTracerState:
 
     targets: dict[int, dict[str, object]] = field(default_factory=dict)  # slot -> the tracer's target
     watches: list[dict[str, object]] = field(default_factory=list)  # for the install config
+    breakpoints: dict[str, dict[str, object]] = field(default_factory=dict)  # by id: for the install config
     state: str = "new"  # new (not set up yet) | waiting (for Py_RunMain) | installed | unsupported
     error: str | None = None
     commands: int = 0
@@ -306,13 +319,50 @@ class CPythonRuntime(NativeRuntime):
         tracer = tracer_state(handle)
         if tracer.state != "new":
             return []
-        config = {"targets": list(tracer.targets.values()), "depth": depth, "watches": tracer.watches}
+        config = {"targets": list(tracer.targets.values()), "depth": depth, "watches": tracer.watches,
+                  "breakpoints": list(tracer.breakpoints.values())}
         reply = await run(lambda: handle.py_setup(pytracer.bootstrap(config)))
         tracer.state, tracer.error = reply.state, reply.error
         if reply.state == "unsupported":
             return [f"Python functions cannot be traced in pid {handle.pid}: {reply.error}. Its output, crashes and "
                     "native functions (with debug info) are still traced."]
         return []
+
+    async def set_python_breakpoints(self, run: Run[Any], handle: AgentHandle, add: list[dict[str, object]],
+                                     remove: list[str]) -> dict[str, str]:
+        """Arm breakpoints and logpoints in the interpreter's tracer (instrument/pytracer/breaks.py) and disarm
+        others (by id); {id: why} for those that could not be armed. Before the tracer is installed they go in its
+        install config (armed before the program's first line)."""
+        tracer = tracer_state(handle)
+        for bid in remove:
+            tracer.breakpoints.pop(bid, None)
+        tracer.breakpoints.update({str(spec["id"]): spec for spec in add})
+        if tracer.state == "unsupported":
+            return {str(spec["id"]): f"Python code cannot be stopped here: {tracer.error}" for spec in add}
+        if tracer.state == "new":  # set up with the tracer (prepare)
+            return {}
+        if tracer.state == "waiting":  # queued by the agent until the tracer is installed
+            _, command = tracer.command("breakpoints", set=add, remove=remove)
+            await run(lambda: handle.py_command(command))
+            return {}
+        try:
+            reply = await tracer.request(run, handle, COMMAND_TIMEOUT_S, "breakpoints", set=add, remove=remove)
+        except TimeoutError:
+            return {str(spec["id"]): "the Python tracer did not answer in time (the interpreter may hold its GIL in "
+                                     "a long C call); retry" for spec in add}
+        if "error" in reply:
+            return {str(spec["id"]): str(reply["error"]) for spec in add}
+        failed = {str(f.get("id")): str(f.get("error")) for f in reply.get("failed", []) if isinstance(f, dict)}
+        for bid in failed:
+            tracer.breakpoints.pop(bid, None)
+        return failed
+
+    async def resume_python(self, run: Run[Any], handle: AgentHandle, tid: int, action: str) -> None:
+        """Let a thread paused in Python code go on (`continue`) or step (`over`, `into`, `out`); ValueError with
+        the tracer's reason when it is not paused."""
+        reply = await tracer_state(handle).request(run, handle, COMMAND_TIMEOUT_S, "resume", tid=tid, action=action)
+        if "error" in reply:
+            raise ValueError(str(reply["error"]))
 
     def ingest(self, writer: Writer, session: int, pid: int, start_ns: int, table: SlotTable,
                peers: dict[int, TraceIngest]) -> TraceIngest:
