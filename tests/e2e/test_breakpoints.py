@@ -325,6 +325,46 @@ async def test_conditions_read_locals_fields_and_globals_at_lines_and_entries(
     await strobe.call("debug_stop", sessionId=sid)
 
 
+async def test_breakpoints_and_traces_share_functions_and_threads(
+        strobe: StrobeClient, c_target: Callable[[str], Path], tmp_path: Path) -> None:
+    """A function breakpoint on a traced function and a line breakpoint inside another traced one both stop, with the
+    traced calls leading up to the stop in the timeline before it; a trace added while the thread is paused records
+    the paused thread's calls once it goes on."""
+    sid = await launch(strobe, c_target("breaks"), tmp_path)
+    traced = await strobe.call("debug_trace", sessionId=sid, add=["process_order"])
+    assert traced["hookedFunctions"] == 1
+    bps = (await strobe.call("debug_breakpoint", sessionId=sid, add=[
+        {"function": "process_order", "hitCount": 2},  # the same entry as the trace's hook
+    ]))["breakpoints"]
+    (tmp_path / "go").touch()
+    await paused(strobe, sid)
+    [pause] = await strobe.all_events(sid, eventType="pause")
+    assert pause["arguments"] == {"id": 2, "qty": 100}
+    enters = [e for e in await strobe.all_events(sid, eventType="function_enter") if e["function"] == "process_order"]
+    assert len(enters) == 2 and all(e["id"] < pause["id"] for e in enters[:1]), enters  # order 1 (and 2's enter)
+
+    # While paused: trace add_to and break inside it (a line after its first bytes, where the trace's hook is).
+    await strobe.call("debug_trace", sessionId=sid, add=["add_to"])
+    inside = (await strobe.call("debug_breakpoint", sessionId=sid, add=[
+        {"file": "breaks.c", "line": ADD_LINE, "condition": "n == 150"}]))["breakpoints"][-1]
+    assert inside["file"].endswith("breaks.c")
+    await strobe.call("debug_breakpoint", sessionId=sid, remove=[bps[0]["id"]])
+    await strobe.call("debug_continue", sessionId=sid)
+    await paused(strobe, sid, count=2)
+    second = (await strobe.all_events(sid, eventType="pause"))[1]
+    assert (second["function"], second["line"], second["locals"]["n"]) == ("add_to", ADD_LINE, 150), second
+    adds = [e for e in await strobe.all_events(sid, eventType="function_enter", verbose=True)
+            if e["function"] == "add_to"]
+    assert [a["arguments"][1] for a in adds] == [100, 150], adds  # the paused thread's calls after the trace's add
+    await strobe.call("debug_breakpoint", sessionId=sid, remove=[inside["id"]])
+    await strobe.call("debug_continue", sessionId=sid)
+    await orders_done(strobe, sid, "the orders thread to finish")
+    exits = [e for e in await strobe.all_events(sid, eventType="function_exit") if e["function"] == "add_to"]
+    assert len(exits) == 4, exits  # orders 2-5: each traced call returned through the hooks, the stopped one too
+    (tmp_path / "quit").touch()
+    await strobe.wait_for_status(sid, "exited", timeout=30)
+
+
 async def test_writes_change_what_the_program_does(
         strobe: StrobeClient, c_target: Callable[[str], Path], tmp_path: Path) -> None:
     sid = await launch(strobe, c_target("breaks"), tmp_path)

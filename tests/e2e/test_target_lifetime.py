@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -175,6 +175,46 @@ async def test_a_daemon_killed_with_minus_9_takes_its_target_and_followed_child_
         print(f"daemon, target and child gone {took:.3f}s after kill -9")
     finally:
         kill_all(pids)
+
+
+async def test_a_daemon_killed_while_threads_are_paused_and_held_leaves_nothing_stopped(
+    strobe_home: Path, c_target: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """A thread paused at a breakpoint with allThreads (the others held by the ptrace helper): killing the daemon with
+    -9 takes the program (its lifeline) and the helper (its stdin ends), leaving no process stopped."""
+    binary = c_target("breaks")
+    pids: list[int] = []
+    try:
+        async with connect(strobe_home) as client:
+            sid = (await client.call("debug_launch", command=str(binary), args=[str(tmp_path)],
+                                     projectRoot=str(tmp_path)))["sessionId"]
+            await client.call("debug_breakpoint", sessionId=sid,
+                              add=[{"function": "process_order", "allThreads": True}])
+            (tmp_path / "go").touch()
+
+            async def held() -> dict[str, Any] | None:
+                listed = next(s for s in (await client.call("debug_list_sessions"))["sessions"]
+                              if s["sessionId"] == sid)
+                paused = listed.get("paused") or []
+                return paused[0] if paused and "otherThreads" in paused[0] else None
+
+            thread = await poll(held, 30, "the paused thread with the others held")
+            pids.append(thread["pid"])
+        daemon = daemon_pid(strobe_home)
+        helpers = [int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit()
+                   and b"strobe.instrument.thread_stops" in _cmdline(e)]
+        assert helpers, "the hold's helper runs"
+        os.kill(daemon, signal.SIGKILL)
+        await gone([daemon, *pids, *helpers], 10, "the daemon, the paused program and the hold's helper to be gone")
+    finally:
+        kill_all(pids)
+
+
+def _cmdline(entry: Path) -> bytes:
+    try:
+        return (entry / "cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 class RawClient:
