@@ -160,3 +160,35 @@ async def test_a_go_line_is_refused_with_why(strobe: StrobeClient, build_dir: Pa
     assert "not supported in Go code" in raised.value.message and "garbage collector" in raised.value.message
     (tmp_path / "quit").touch()
     await strobe.wait_for_status(sid, "exited", timeout=30)
+
+
+async def test_rust_conditions_logpoints_and_steps(
+        strobe: StrobeClient, rust_target: Callable[[str], Path], tmp_path: Path) -> None:
+    """A logpoint in a Rust loop reads its locals at every iteration; a line condition over them stops at one; a
+    step over goes to the next line; a function breakpoint's condition over its arguments, then a step out, back
+    to the caller's line."""
+    sid, _ = await launch_ready(strobe, rust_target("rust_lines"), tmp_path)
+    await strobe.call("debug_logpoint", sessionId=sid, add=[{"file": "main.rs", "line": SQUARE,
+                                                             "message": "i={i} sum={sum}"}])
+    await strobe.call("debug_breakpoint", sessionId=sid, add=[
+        {"file": "main.rs", "line": SQUARE, "condition": "i == 4 && sum == 14"},
+        {"function": "rust_lines::times", "condition": "i == 3"},
+    ])
+    (tmp_path / "go").touch()
+
+    thread, pause = await pause_number(strobe, sid, 1)
+    assert (thread["line"], pause["locals"]["i"], pause["locals"]["sum"]) == (SQUARE, 4, 14), pause["locals"]
+    over = await strobe.call("debug_continue", sessionId=sid, action="step-over")
+    assert (over["status"], over["function"], over["line"]) == ("paused", "rust_lines::sum_of_squares", SQUARE + 1)
+    assert over["locals"]["sum"] == 30, over["locals"]  # the line ran: 14 + 16
+    await strobe.call("debug_continue", sessionId=sid)
+
+    thread, pause = await pause_number(strobe, sid, 3)
+    assert (thread["function"], pause["arguments"]) == ("rust_lines::times", {"product": 2, "i": 3}), pause
+    out = await strobe.call("debug_continue", sessionId=sid, action="step-out")
+    assert (out["function"], out["line"]) == ("rust_lines::product", FACTOR), out
+    await strobe.call("debug_continue", sessionId=sid)
+    ended = await strobe.wait_for_status(sid, "exited", timeout=30)
+    assert ended["exitCode"] == 0, ended
+    logged = [e["text"] for e in await strobe.all_events(sid, eventType="logpoint")]
+    assert logged == ["i=1 sum=0", "i=2 sum=1", "i=3 sum=5", "i=4 sum=14", "i=5 sum=30"], logged
