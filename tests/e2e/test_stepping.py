@@ -178,3 +178,27 @@ async def test_step_into_a_virtual_call_in_cpp(
 
     await strobe.call("debug_continue", sessionId=sid)
     await finish(strobe, sid, "total 13\n")
+
+
+async def test_cpp_conditions_read_this_and_a_logpoint_reads_the_loop(
+        strobe: StrobeClient, cpp_target: Callable[[str], Path], tmp_path: Path) -> None:
+    """In C++: a logpoint in total()'s loop reads `sum` each iteration; a line condition inside a method reads its
+    object through `this`; a function condition over `this` at a method's entry (this arrives in rdi)."""
+    sid = await launch(strobe, cpp_target("steps_cpp"), tmp_path)
+    await strobe.call("debug_logpoint", sessionId=sid, add=[{"file": CPP, "line": CPP_SUM, "message": "sum={sum}"}])
+    await strobe.call("debug_breakpoint", sessionId=sid, add=[
+        {"file": CPP, "line": RECT_BODY, "condition": "this->w * this->h == 6"},
+        {"function": "Odd::area", "condition": "this->n == 3"},
+    ])
+    (tmp_path / "go").touch()
+    await paused(strobe, sid)
+    [rect] = await paused_events(strobe, sid, 1)
+    assert (rect["function"], rect["line"]) == ("Rect::area", RECT_BODY), rect
+    await strobe.call("debug_continue", sessionId=sid)
+    odd = (await paused_events(strobe, sid, 2))[1]
+    assert odd["function"] == "Odd::area" and odd["line"] == line_of("int area() const override {\n        return n",
+                                                                      CPP), odd
+    await strobe.call("debug_continue", sessionId=sid)
+    await finish(strobe, sid, "total 13\n")
+    logged = [e["text"] for e in await strobe.all_events(sid, eventType="logpoint")]
+    assert logged == ["sum=0", "sum=6"], logged

@@ -130,8 +130,8 @@ def compile_text(text: str, scope: SiteScope, reads: list[ValueRead] | None = No
         root = _ROOT.match(path)
         assert root is not None
         name = root.group(1)
-        if name in _JS_NAMES and not (name == "args" and not scope.at_entry and name in scope.variables):
-            continue
+        if name in _JS_NAMES and name not in (scope.registers if scope.at_entry else scope.variables):
+            continue  # JavaScript's, unless the program has one there (C++'s `this`)
         read, used = _read(scope, path, text[end:].lstrip().startswith("("))
         if len(reads) >= MAX_READS:
             raise ValidationError(f"An expression reads at most {MAX_READS} of the program's values.")
