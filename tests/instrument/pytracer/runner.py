@@ -68,6 +68,13 @@ def version_of(python: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
+def marked_line(program: Path, name: str) -> int:
+    """The line of `program` that ends with the comment `# @name`."""
+    found = [n for n, text in enumerate(program.read_text().splitlines(), 1) if text.endswith(f"# @{name}")]
+    assert len(found) == 1, f"{program.name}: {len(found)} lines marked @{name}"
+    return found[0]
+
+
 def targets(program: Path, *qualnames: str) -> list[dict[str, Any]]:
     """Host-style targets (id, file, line, qualname) for functions of `program`; ids are 1, 2... in argument
     order. The line is co_firstlineno: the first decorator's line when there is one."""
@@ -101,13 +108,15 @@ class Run:
         path = self.work / "batches.jsonl"
         if not path.exists():
             return []
-        return [json.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+        complete = path.read_bytes().split(b"\n")[:-1]  # the last line may still be being written
+        return [json.loads(line) for line in complete if line.strip()]
 
     def batches(self) -> list[dict[str, Any]]:
         """The batches; each says how many events it carries in its head, read by the host without parsing it
         (daemon/runtimes/cpython.batch_size)."""
         path = self.work / "batches.jsonl"
-        lines = [line for line in path.read_bytes().splitlines() if b'"events":' in line] if path.exists() else []
+        complete = path.read_bytes().split(b"\n")[:-1] if path.exists() else []
+        lines = [line for line in complete if line.startswith(b'{"v":1,"n":')]
         batches = [json.loads(line) for line in lines]
         for line, batch in zip(lines, batches, strict=True):
             assert batch_size(line) == batch["n"] == len(batch["events"]), line[:200]
@@ -121,6 +130,14 @@ class Run:
 
     def reply(self, rid: int) -> dict[str, Any] | None:
         return next((m for m in self.messages() if m.get("reply") == rid), None)
+
+    def pauses(self) -> list[dict[str, Any]]:
+        """The pause reports of threads stopped by a breakpoint or a step's end (breaks.py), in order."""
+        return [m["pause"] for m in self.messages() if "pause" in m]
+
+    def logpoints(self) -> list[dict[str, Any]]:
+        """The messages carrying logpoint lines, in order."""
+        return [m for m in self.messages() if "logpoints" in m]
 
     def threads(self) -> dict[int, str]:
         return {tid: name for b in self.batches() for tid, name in b["threads"]}
@@ -204,15 +221,28 @@ class Driven:
     def go(self) -> None:
         os.write(self._go, b"go\n")
 
+    def pause(self, count: int) -> dict[str, Any]:
+        """Until the program sent its `count`th pause report (1-based); that report."""
+        pauses: list[dict[str, Any]] = poll(lambda: (p := self.run.pauses()) and len(p) >= count and p,
+                                            f"pause report #{count}")
+        return pauses[count - 1]
+
+    def close_control(self) -> None:
+        """Close our end of the control pipe (as a host that went away)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.stdin = None  # communicate() must not flush it
+
 
 @contextmanager
-def driven(python: str, program: Path, work: Path, config: dict[str, Any]) -> Iterator[Driven]:
+def driven(python: str, program: Path, work: Path, config: dict[str, Any],
+           env: dict[str, str] | None = None) -> Iterator[Driven]:
     """Run `program` with a control pipe (our end: the child's stdin) and a go pipe; finish it on exit."""
     _prepare(work, {**config, "control": True})
     go_r, go_w = os.pipe()
     proc = subprocess.Popen([python, "-I", str(HARNESS), str(work), str(program)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, pass_fds=[go_r],
-                            env={**os.environ, "STROBE_TEST_GO_FD": str(go_r)})
+                            env={**os.environ, **(env or {}), "STROBE_TEST_GO_FD": str(go_r)})
     os.close(go_r)
     session = Driven(Run(work), proc, go_w)
     try:

@@ -11,6 +11,14 @@ flush holds the GIL only to join them. A batch is one UTF-8 JSON object:
 
 "n" is the number of events (first after "v": the host reads it without parsing the batch), "dropped" is
 cumulative (events refused once `cap` were buffered), "errors" counts failures since the last batch.
+
+Logpoint lines (breaks.py) are queued apart and leave after the events, at most 4096 a message:
+
+    {"v": 1, "pid": 4242, "logpoints": [{"id": "bp-1#0", "tid": 4242, "thread": "MainThread", "text": "qty=3",
+     "ts": 123}], "dropped": 0}
+
+with "dropped" cumulative too (lines refused once `log_cap`, 20,000 unless configured, were queued). Other
+messages (a reply, a thread's pause report) are sent at once by `message`.
 """
 
 import os
@@ -23,6 +31,7 @@ if TYPE_CHECKING:
     from .reprs import exc_message, tname
 
 BATCH_EVENTS = 4096
+LOG_CAP = 20_000
 
 
 def _json_default(value: object) -> str:
@@ -87,18 +96,20 @@ def value_codec(dumps: "Callable[[object], str]") -> "Callable[[object], str]":
 class Outbox:
     """Events waiting for the sink, the counters that go with them, and the wake-up pipe of the helper thread."""
 
-    def __init__(self, sink: "Callable[[bytes], object]", cap: int, flush_at: int) -> None:
-        self.sink, self.cap, self.flush_at = sink, cap, flush_at
+    def __init__(self, sink: "Callable[[bytes], object]", cap: int, flush_at: int, log_cap: int = LOG_CAP) -> None:
+        self.sink, self.cap, self.flush_at, self.log_cap = sink, cap, flush_at, log_cap
         self.dumps, self.loads = json_codec()
         self.value = value_codec(self.dumps)
         self.events: list[str] = []  # each event already JSON
         self.threads: list[list[object]] = []  # [tid, name] not sent yet
+        self.logs: list[str] = []  # logpoint lines, each already JSON
         self._reset()
 
     def _reset(self) -> None:
         self.pid = os.getpid()
         self.errors: dict[tuple[str, str], int] = {}
         self.dropped = self._sent_dropped = 0
+        self.logs_dropped = self._sent_logs_dropped = 0
         self.lock = threading.Lock()  # batches and replies leave one at a time
         self._small = threading.Lock()  # the drop counter and the error table
         self.woke = False
@@ -122,6 +133,18 @@ class Outbox:
             self.woke = True
             self.wake()
 
+    def log(self, line: dict[str, object]) -> None:
+        """Queue one logpoint line (sent with the next flush)."""
+        logs = self.logs
+        if len(logs) >= self.log_cap:
+            with self._small:
+                self.logs_dropped += 1
+            return
+        logs.append(self.dumps(line))
+        if len(logs) >= BATCH_EVENTS and not self.woke:
+            self.woke = True
+            self.wake()
+
     def urgent(self, event: list[object]) -> None:
         """An event that is never dropped (an uncaught exception)."""
         self.events.append(self.dumps(event))
@@ -140,7 +163,8 @@ class Outbox:
             pass
 
     def pending(self) -> bool:
-        return bool(self.events or self.threads or self.errors)
+        return bool(self.events or self.threads or self.errors or self.logs
+                    or self.logs_dropped != self._sent_logs_dropped)
 
     def error(self, where: str, exc: BaseException) -> None:
         """A failure inside the tracer: counted, reported in the next batch, never raised into the program."""
@@ -180,15 +204,32 @@ class Outbox:
                 self._sent_dropped = dropped
                 if left <= 0:
                     break
+            self._flush_logs()
             self.woke = False
         finally:
             self.lock.release()
 
+    def _flush_logs(self) -> None:
+        logs = self.logs
+        left = len(logs)
+        while left > 0 or self.logs_dropped != self._sent_logs_dropped:
+            count = min(left, BATCH_EVENTS)
+            lines = logs[:count]
+            del logs[:count]
+            left -= count
+            dropped = self.logs_dropped
+            self._send_text(f'{{"v":1,"pid":{self.pid},"logpoints":[' + ",".join(lines) + f'],"dropped":{dropped}}}')
+            self._sent_logs_dropped = dropped
+
     def reply(self, rid: object, **fields: object) -> None:
         """`{"v": 1, "pid": p, "reply": rid, **fields}`; nothing when the command had no id."""
         if rid is not None:
-            with self.lock:
-                self._send({"v": 1, "pid": self.pid, "reply": rid, **fields})
+            self.message(reply=rid, **fields)
+
+    def message(self, **fields: object) -> None:
+        """`{"v": 1, "pid": p, **fields}`, sent at once (between batches, never inside one)."""
+        with self.lock:
+            self._send({"v": 1, "pid": self.pid, **fields})
 
     def _send(self, message: dict[str, object]) -> None:
         self._send_text(self.dumps(message))
@@ -202,7 +243,7 @@ class Outbox:
     def after_fork(self) -> None:
         """In a forked child: the parent's buffered events are the parent's to send; new locks and pipe."""
         old = (self.wake_r, self.wake_w)
-        del self.events[:], self.threads[:]
+        del self.events[:], self.threads[:], self.logs[:]
         self._reset()
         self.close(old)
 

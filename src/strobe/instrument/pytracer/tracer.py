@@ -1,21 +1,32 @@
 """Strobe's tracer inside a traced CPython 3.11-3.13 process: it records the calls of the host's target functions.
 
-The host never imports this file: it executes reprs.py, outbox.py, backends.py and then this text in one fresh
-private module `_strobe_tracer` (`strobe.instrument.pytracer.source()` gives them in order), then calls
+The host never imports this file: it executes reprs.py, outbox.py, backends.py, breaks.py and then this text in one
+fresh private module `_strobe_tracer` (`strobe.instrument.pytracer.source()` gives them in order), then calls
 
     tracer = install(sink, control_fd, {"targets": [{"id": 7, "file": "/abs/app.py", "line": 12,
-                                                     "qualname": "Cart.total"}], "depth": 3})
+                                                     "qualname": "Cart.total"}], "depth": 3,
+                                        "breakpoints": [{"id": "bp-1#0", "kind": "line", "file": "/abs/app.py",
+                                                         "line": 14}]})
 
 `sink(data: bytes)` takes one UTF-8 JSON object at a time: a batch
 `{"v": 1, "pid": p, "threads": [[tid, name], ...], "events": [...], "dropped": n, "errors": [...]}` or a reply
-`{"v": 1, "pid": p, "reply": id, ...}`. Events are lists `[kind, fid, ts_ns, tid, seq, parent_seq, payload]`
-(kind 1 enter, 2 return or yield, 3 unwind, 9 uncaught exception); `control_fd` carries newline-delimited JSON
-commands (targets, depth, watches, eval, flush, stop), which `Tracer.command(dict)` also applies directly.
+`{"v": 1, "pid": p, "reply": id, ...}`, a thread's pause report `{"v": 1, "pid": p, "pause": {...}}` or logpoint
+lines `{"v": 1, "pid": p, "logpoints": [...], "dropped": n}` (breaks.py, outbox.py). Events are lists
+`[kind, fid, ts_ns, tid, seq, parent_seq, payload]` (kind 1 enter, 2 return or yield, 3 unwind, 9 uncaught
+exception); `control_fd` carries newline-delimited JSON commands (targets, depth, watches, eval, flush, breakpoints,
+resume, stop), which `Tracer.command(dict)` also applies directly:
+
+    {"cmd": "breakpoints", "id": 3, "set": [{"id": "bp-1#0", "kind": "line", "file": "/abs/app.py", "line": 14,
+     "condition": "qty > 100", "hitCount": 2, "log": "qty={qty!r}"}], "remove": ["bp-0#0"]}
+        -> {"ok": true, "failed": [{"id": "...", "error": "why"}]}
+    {"cmd": "resume", "id": 4, "tid": 4242, "action": "continue" | "over" | "into" | "out"} -> {"ok": true}
 A watched or evaluated value that cannot be read is `{"__error__": why}` (reprs.py never renders that key).
 
 3.12+ uses sys.monitoring: PY_START discovers code objects, untargeted ones are DISABLEd after one callback,
 targets get per-code local events. 3.11 uses sys.settrace + threading.settrace.
 3.11 cannot trace threads that were already running at install: sys.settrace reaches only the calling thread.
+Breakpoints, logpoints and steps (breaks.py) go through the same backend: sys.monitoring LINE events on the code
+objects that hold them, or 3.11's local trace functions with line events.
 """
 
 import _thread
@@ -35,7 +46,8 @@ if TYPE_CHECKING:  # in the target these names come from the modules executed ju
     from typing import Any
 
     from .backends import Monitoring, Settrace
-    from .outbox import BATCH_EVENTS, Outbox
+    from .breaks import Breakpoints
+    from .outbox import BATCH_EVENTS, LOG_CAP, Outbox
     from .reprs import ChainError, Renderer, exc_message, instance_attr, parse_chain, read_chain, tname
 
 ENTER, RETURN, UNWIND, CRASH = 1, 2, 3, 9
@@ -43,7 +55,7 @@ _GENERATOR_LIKE = 0x20 | 0x80 | 0x100 | 0x200  # CO_GENERATOR, CO_COROUTINE, CO_
 _VARARGS, _VARKEYWORDS, _ASYNC_GENERATOR = 0x04, 0x08, 0x200
 _TRACEBACK_FRAMES, _FRAME_LOCALS = 50, 30
 _UNBOUND = "\"<unbound>\""  # an argument not bound yet (JSON text)
-_COMMANDS = ("targets", "depth", "watches", "eval", "flush", "stop")
+_COMMANDS = ("targets", "depth", "watches", "eval", "flush", "breakpoints", "resume", "stop")
 _now = time.monotonic_ns
 _ident = _thread.get_ident
 _native_id = _thread.get_native_id
@@ -110,9 +122,12 @@ class Tracer:
 
     def __init__(self, sink: "Callable[[bytes], object]", control_fd: int | None, config: dict[str, object]) -> None:
         self.out = Outbox(sink, int(config.get("max_buffered", 200_000)),  # type: ignore[call-overload]
-                          int(config.get("flush_at", BATCH_EVENTS)))  # type: ignore[call-overload]
+                          int(config.get("flush_at", BATCH_EVENTS)),  # type: ignore[call-overload]
+                          int(config.get("max_logpoints", LOG_CAP)))  # type: ignore[call-overload]
         self._emit, self._emit_text, self._value = self.out.emit, self.out.emit_text, self.out.value
         self._control_fd, self._reading = control_fd, control_fd is not None
+        self._commands = True  # commands can still come (False once the host's end closed, or in a forked child)
+        self._helper: threading.Thread | None = None
         self._interval = float(config.get("flush_interval", 0.01))  # type: ignore[arg-type]
         self._render = Renderer(3).render  # config["depth"] is applied as a command by _install
         self._seq = itertools.count(1)
@@ -125,6 +140,7 @@ class Tracer:
         self._watches: list[tuple[str, list[str]]] = []
         self.state = "installed"
         self.unavailable: str | None = None
+        self.breaks = Breakpoints(self)
         self.backend: Monitoring | Settrace = Monitoring(self) if sys.version_info >= (3, 12) else Settrace(self)
         self._sys_hook, self._thread_hook = self._sys_excepthook, self._thread_excepthook
         self._sys_prev, self._thread_prev = sys.excepthook, threading.excepthook
@@ -140,6 +156,12 @@ class Tracer:
         for name in ("depth", "watches", "targets"):
             if name in config:
                 self.command({"cmd": name, name: config[name]})
+        if "breakpoints" in config:
+            try:
+                for failed in self.breaks.update(config["breakpoints"], []):
+                    self.out.note("breakpoints", f"{failed['id']}: {failed['error']}")
+            except Exception as exc:
+                self.out.error("breakpoints", exc)
 
     def stop(self) -> None:
         """Uninstall everything (trace hooks, exception hooks, atexit, this module) and send what was recorded."""
@@ -147,6 +169,7 @@ class Tracer:
             return
         self.state = "stopped"
         self.backend.uninstall()
+        self.breaks.release()  # after: a thread let go meets no breakpoint again
         if sys.excepthook is self._sys_hook:
             sys.excepthook = self._sys_prev
         if threading.excepthook is self._thread_hook:
@@ -158,7 +181,20 @@ class Tracer:
             del sys.modules[__name__]
 
     def _start_helper(self) -> None:
-        threading.Thread(target=self._run, name="strobe-tracer", daemon=True).start()
+        self._helper = threading.Thread(target=self._run, name="strobe-tracer", daemon=True)
+        self._helper.start()
+
+    def can_pause(self) -> bool:
+        """Whether a thread may wait for a `resume`: only while one can come (tracer installed, commands read by a
+        live helper thread, or no control fd at all: the Python API's caller resumes)."""
+        if self.state != "installed" or not self._commands:
+            return False
+        return self._control_fd is None or (self._reading and self._helper is not None and self._helper.is_alive())
+
+    def _host_gone(self) -> None:
+        """Commands cannot come any more: no thread waits for one, no breakpoint is left to stop one."""
+        self._reading = self._commands = False
+        self.breaks.release(forget=True)
 
     def _after_fork(self) -> None:
         """In a forked child: a new helper thread, this pid, none of the parent's events. The control pipe is
@@ -166,7 +202,8 @@ class Tracer:
         if self.state != "installed":
             return
         try:
-            self._reading = False
+            self._reading = self._commands = False
+            self.breaks.after_fork()
             self.quiet.clear()  # changed in place: the 3.11 backend's functions hold this set
             self.out.after_fork()
             state = getattr(self._local, "state", None)
@@ -328,16 +365,20 @@ class Tracer:
                 fds = [out.wake_r]
                 if self._reading and self._control_fd is not None:
                     fds.append(self._control_fd)
-                ready = select.select(fds, [], [], self._interval)[0]
+                steps = self.breaks.steps
+                ready = select.select(fds, [], [], min(self._interval, 0.25) if steps else self._interval)[0]
                 if out.wake_r in ready:
                     out.drain_wake()
                 if self._reading and self._control_fd in ready:
                     pending = self._read_commands(pending)
                 if out.pending():
                     self.flush()
+                if steps:
+                    self.breaks.prune()
             except Exception as exc:
                 out.error("helper", exc)
-                self._reading = False  # a broken control fd: keep flushing, stop reading
+                if self._reading:  # a broken control fd: keep flushing, stop reading
+                    self._host_gone()
         if out is self.out:
             out.close()
 
@@ -347,7 +388,7 @@ class Tracer:
         except BlockingIOError:
             return pending
         if not data:  # the host closed its end
-            self._reading = False
+            self._host_gone()
             return b""
         *lines, pending = (pending + data).split(b"\n")
         for line in lines:
@@ -385,6 +426,13 @@ class Tracer:
             elif name == "flush":
                 self.flush()
                 reply(rid, flushed=True)
+            elif name == "breakpoints":
+                failed = self.breaks.update(cmd.get("set", []), cmd.get("remove", []))
+                status = {"error": self.unavailable} if self.unavailable else {"ok": True}
+                reply(rid, failed=failed, **status)
+            elif name == "resume":
+                self.breaks.resume(cmd.get("tid"), cmd.get("action", "continue"))
+                reply(rid, ok=True)
             elif name == "stop":
                 self.stop()
                 reply(rid, stopped=True)
@@ -452,7 +500,7 @@ class Tracer:
                 tbs.append(tb)
                 tb = tb.tb_next
             frames = [{"file": t.tb_frame.f_code.co_filename, "line": t.tb_lineno,
-                       "function": t.tb_frame.f_code.co_qualname, "locals": self._frame_locals(t.tb_frame)}
+                       "function": t.tb_frame.f_code.co_qualname, "locals": self.frame_locals(t.tb_frame)}
                       for t in tbs[-_TRACEBACK_FRAMES:]]
             payload = {"type": tname(type(exc)), "message": exc_message(exc), "thread": thread, "traceback": frames}
             state = getattr(self._local, "state", None) or self._new_thread()
@@ -461,7 +509,8 @@ class Tracer:
             self.out.error("crash", error)
         self.flush()
 
-    def _frame_locals(self, frame: "FrameType") -> dict[str, object]:
+    def frame_locals(self, frame: "FrameType") -> dict[str, object]:
+        """A frame's locals rendered (at most _FRAME_LOCALS, dunder names left out)."""
         out: dict[str, object] = {}
         for name, value in frame.f_locals.items():
             if type(name) is not str or (name.startswith("__") and name.endswith("__")):
