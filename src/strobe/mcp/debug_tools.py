@@ -89,7 +89,8 @@ TOOLS = (
     Tool(
         "debug_breakpoint",
         BreakpointRequest,
-        "Stop a running native program (C, C++, Rust) when it enters a function or reaches a source line, to look "
+        "Stop a running program (C, C++, Rust; Python: conditions in Python) when it enters a function or reaches a "
+        "source line, to look "
         "at its arguments, locals and stack at that moment. Only the thread that hits it stops (unless "
         "allThreads); the program's other threads, tracing and output go on. add: [{function (pattern, as "
         "debug_trace) | file + line, "
@@ -107,7 +108,7 @@ TOOLS = (
     Tool(
         "debug_logpoint",
         LogpointRequest,
-        "Record a line in the timeline each time a native function is entered (or a source line reached), "
+        "Record a line in the timeline each time a function is entered (or a source line reached), "
         "without stopping the program: a printf you add to the running program. add: [{function | file + line, "
         "message ('order {id} qty={qty} total={acc->total}': {expressions} over parameters, a line's locals and "
         "globals by name), condition? (JavaScript over the same names)}], remove: [logpoint ids]. Returns "
