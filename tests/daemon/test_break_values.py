@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from strobe.daemon.break_values import RegisterArg, SiteScope, compile_message, compile_text, site_scope
-from strobe.daemon.breakpoints import condition_args
+from strobe.daemon.break_values import RegisterArg, SiteScope, compile_message, compile_text, condition_args, site_scope
 from strobe.errors import ValidationError
 from strobe.instrument.protocol import ValueRead
 from strobe.symbols.addresses import line_sites

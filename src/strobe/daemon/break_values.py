@@ -6,6 +6,7 @@ become reads the agent makes at each hit, and the rest stays JavaScript.
     compiled.text     # "$v(0) > 3 && $v(1) != 0": JavaScript; $v(i) reads compiled.reads[i] at the hit
     compiled.reads    # the agent's ValueReads: where each value is (a register, a register + offset, an address),
                       # the pointers to follow, and how to read the bytes found there
+    specs, warnings = compile_sites(breakpoint)   # the agent's BreakpointSpec of each site, compiled there
 
 A name is, in this order: a parameter or local of the frame at the site (at a line: those in scope there, located
 through their DWARF locations relative to the registers at the line's first instruction, the way a pause event
@@ -24,12 +25,16 @@ address) and a variable's address comes out as one register plus an offset.
 from __future__ import annotations
 
 import difflib
+import json
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from strobe.daemon.breakpoint_state import Breakpoint, Site
+from strobe.daemon.signatures import register_plan
 from strobe.errors import StrobeError, ValidationError
-from strobe.instrument.protocol import ReadKind, ValueRead
+from strobe.instrument.protocol import BreakpointSpec, ConditionArg, ReadKind, ValueRead
 from strobe.symbols.addresses import locate
 from strobe.symbols.cfi import cfa_rule
 from strobe.symbols.expressions import STEP, ExpressionError, ReadRecipe, UnknownField, resolve_at, resolve_expression
@@ -41,6 +46,8 @@ MAX_READS = 16  # values one condition or message reads
 MAX_STRING = 256  # bytes of a char * shown
 _MARK_SHIFT = 64  # register r stands for (r + 1) << 64 in the symbolic frame: far from any address
 _SCALARS = frozenset({"int", "uint", "float", "bool", "char", "pointer", "enum"})
+_ARG_SIGNS = {"int": True, "char": True, "enum": True, "uint": False, "bool": False, "pointer": False}  # in registers
+_REGISTER_BYTES = 8
 _ROOT = re.compile(r"(?<![\w$.])([A-Za-z_][\w]*)")
 _STRING = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`(?:[^`\\]|\\.)*`")
 _JS_NAMES = frozenset({
@@ -84,7 +91,7 @@ class Compiled:
 def site_scope(module: str, slide: int, static_pc: int, at_entry: bool, args: Sequence[RegisterArg] = (),
                where: str = "") -> SiteScope:
     """The names at the static address `static_pc` of `module` (loaded at `slide`): at a function's entry, `args`
-    (its parameters' registers: daemon/breakpoints.condition_args) with their types; at a line, the frame's
+    (its parameters' registers: condition_args) with their types; at a line, the frame's
     variables in scope there."""
     try:
         index: VariableIndex | None = variable_index(module)
@@ -311,3 +318,82 @@ def _unmark(address: int) -> tuple[str, int]:
         raise ValidationError("A variable's location at this line is not relative to a register: it cannot be read "
                               "by a condition.")
     return REGISTER_NAMES[register], address - _mark(register)
+
+
+def condition_args(module: str, static_address: int) -> list[ConditionArg]:
+    """The scalar parameters of the function at `static_address` in `module` as a condition reads them: the integer
+    register each arrives in, at its DWARF size and sign (none when DWARF does not describe the function: `args`
+    is then empty)."""
+    plan_text = register_plan(module, static_address) if static_address else None
+    if plan_text is None:
+        return []
+    args: list[ConditionArg] = []
+    for param in json.loads(plan_text).get("params", []):
+        value, pieces = param.get("value") or {}, param.get("pieces") or []
+        signed = _ARG_SIGNS.get(str(value.get("kind")))
+        if signed is None or len(pieces) != 1 or "reg" not in pieces[0] or param.get("reference"):
+            continue
+        if value.get("kind") == "enum":
+            signed = bool(value.get("signed"))
+        args.append({"name": str(param.get("name") or f"arg{len(args)}"), "reg": str(pieces[0]["reg"]),
+                     "size": int(pieces[0]["size"]), "signed": signed})
+    return args
+
+
+def entry_arguments(module: str, static_address: int, registers: dict[str, str]) -> dict[str, int]:
+    """The scalar arguments of a function stopped at its entry, by name, from their registers."""
+    out: dict[str, int] = {}
+    for arg in condition_args(module, static_address):
+        raw = int(registers.get(arg["reg"], "0x0"), 16) & ((1 << (8 * min(arg["size"], _REGISTER_BYTES))) - 1)
+        bits = 8 * arg["size"]
+        out[arg["name"]] = raw - (1 << bits) if arg["signed"] and raw >= 1 << (bits - 1) else raw
+    return out
+
+
+def compile_sites(bp: Breakpoint) -> tuple[list[BreakpointSpec], list[str]]:
+    """The agent's spec of each site of `bp`, its condition and message compiled there (daemon/break_values.py).
+    A site where they name what it cannot read is left out with a warning; when that is every site, the first
+    site's error is raised (ValidationError)."""
+    specs: list[BreakpointSpec] = []
+    kept: list[Site] = []
+    errors: list[tuple[Site, ValidationError]] = []
+    for site in bp.sites:
+        f = site.traceable
+        args = condition_args(f.module, f.info.address) if f is not None else []
+        spec: BreakpointSpec = {"id": f"{bp.id}#{len(specs)}", "kind": "line" if site.kind == "line" else "entry",
+                                "address": hex(site.address), "args": args, "values": []}
+        try:
+            if bp.condition is not None or (bp.log is not None and "{" in bp.log):
+                scope = _site_scope(site, args)
+                if bp.condition is not None:
+                    spec["condition"] = compile_text(bp.condition, scope, spec["values"]).text
+                if bp.log is not None:
+                    spec["log"] = compile_message(bp.log, scope, spec["values"])
+            elif bp.log is not None:
+                spec["log"] = bp.log
+        except ValidationError as exc:
+            errors.append((site, exc))
+            continue
+        if bp.hit_count is not None:
+            spec["hitCount"] = bp.hit_count
+        if bp.all_threads:
+            spec["allThreads"] = True
+        specs.append(spec)
+        kept.append(site)
+    if errors and not specs:
+        raise errors[0][1]
+    bp.sites = kept
+    return specs, [f"{'Logpoint' if bp.log is not None else 'Breakpoint'} {bp.id}: not set at "
+                   f"{site.function or hex(site.address)}: {exc.message}" for site, exc in errors]
+
+
+def _site_scope(site: Site, args: list[ConditionArg]) -> SiteScope:
+    registers = [RegisterArg(a["name"], a["reg"], a["size"], a["signed"]) for a in args]
+    if site.kind != "line" and site.traceable is not None:
+        f = site.traceable
+        return site_scope(f.module, f.runtime_address - f.info.address, f.info.address, True, registers,
+                          f"the entry of {f.name}")
+    where = f"{os.path.basename(site.file or '?')}:{site.line}"
+    if site.module is None:
+        return SiteScope(where, None, 0, site.kind != "line", unreadable="its module is not known")
+    return site_scope(site.module, site.slide, site.address - site.slide, site.kind != "line", registers, where)

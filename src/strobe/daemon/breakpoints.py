@@ -15,14 +15,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import logging
-import os
 import time
 import weakref
 from typing import Any
 
-from strobe.daemon.break_values import RegisterArg, SiteScope, compile_message, compile_text, site_scope
+from strobe.daemon.break_values import compile_sites, entry_arguments
 from strobe.daemon.breakpoint_state import Breakpoint, PausedThread, SessionBreakpoints, Site
 from strobe.daemon.crashes import crash_row, describe_thread, thread_name
 from strobe.daemon.live import LiveSession
@@ -39,12 +37,11 @@ from strobe.daemon.py_breakpoints import (
 from strobe.daemon.registry import LiveSessions
 from strobe.daemon.runtimes.cpython import CPYTHON, CPythonRuntime
 from strobe.daemon.services import Services
-from strobe.daemon.signatures import register_plan
 from strobe.daemon.step_plans import frame_address, module_of, step_plan
 from strobe.daemon.symbols import ModuleSymbols, SessionSymbols, TraceableFunction
 from strobe.daemon.tracing import parse_patterns, plan_hooks
 from strobe.errors import StrobeError, ValidationError
-from strobe.instrument.protocol import BreakpointSpec, ConditionArg, PauseReport, StepKind
+from strobe.instrument.protocol import BreakpointSpec, PauseReport, StepKind
 from strobe.instrument.thread_stops import ThreadHold
 from strobe.store.schema import EventKind
 from strobe.symbols.addresses import line_sites, locate
@@ -61,87 +58,6 @@ HOOK_BYTES = 16  # what an Interceptor hook may overwrite at a traced function's
 # Go code); a paused Go thread holds up the garbage collector. (Rust's small alternate signal stacks, where Frida
 # handles the trap, are replaced by the agent: agent/src/native/altstack.ts.)
 _REFUSED_LINE_LANGUAGES = (".go",)
-_SCALARS = {"int": True, "char": True, "enum": True, "uint": False, "bool": False, "pointer": False}
-_REGISTER_BYTES = 8
-
-
-def condition_args(module: str, static_address: int) -> list[ConditionArg]:
-    """The scalar parameters of the function at `static_address` in `module` as a condition reads them: the integer
-    register each arrives in, at its DWARF size and sign (none when DWARF does not describe the function: `args`
-    is then empty)."""
-    plan_text = register_plan(module, static_address) if static_address else None
-    if plan_text is None:
-        return []
-    args: list[ConditionArg] = []
-    for param in json.loads(plan_text).get("params", []):
-        value, pieces = param.get("value") or {}, param.get("pieces") or []
-        signed = _SCALARS.get(str(value.get("kind")))
-        if signed is None or len(pieces) != 1 or "reg" not in pieces[0] or param.get("reference"):
-            continue
-        if value.get("kind") == "enum":
-            signed = bool(value.get("signed"))
-        args.append({"name": str(param.get("name") or f"arg{len(args)}"), "reg": str(pieces[0]["reg"]),
-                     "size": int(pieces[0]["size"]), "signed": signed})
-    return args
-
-
-def entry_arguments(module: str, static_address: int, registers: dict[str, str]) -> dict[str, int]:
-    """The scalar arguments of a function stopped at its entry, by name, from their registers."""
-    out: dict[str, int] = {}
-    for arg in condition_args(module, static_address):
-        raw = int(registers.get(arg["reg"], "0x0"), 16) & ((1 << (8 * min(arg["size"], _REGISTER_BYTES))) - 1)
-        bits = 8 * arg["size"]
-        out[arg["name"]] = raw - (1 << bits) if arg["signed"] and raw >= 1 << (bits - 1) else raw
-    return out
-
-
-def _compile_sites(bp: Breakpoint) -> tuple[list[BreakpointSpec], list[str]]:
-    """The agent's spec of each site of `bp`, its condition and message compiled there (daemon/break_values.py).
-    A site where they name what it cannot read is left out with a warning; when that is every site, the first
-    site's error is raised (ValidationError)."""
-    specs: list[BreakpointSpec] = []
-    kept: list[Site] = []
-    errors: list[tuple[Site, ValidationError]] = []
-    for site in bp.sites:
-        f = site.traceable
-        args = condition_args(f.module, f.info.address) if f is not None else []
-        spec: BreakpointSpec = {"id": f"{bp.id}#{len(specs)}", "kind": "line" if site.kind == "line" else "entry",
-                                "address": hex(site.address), "args": args, "values": []}
-        try:
-            if bp.condition is not None or (bp.log is not None and "{" in bp.log):
-                scope = _site_scope(site, args)
-                if bp.condition is not None:
-                    spec["condition"] = compile_text(bp.condition, scope, spec["values"]).text
-                if bp.log is not None:
-                    spec["log"] = compile_message(bp.log, scope, spec["values"])
-            elif bp.log is not None:
-                spec["log"] = bp.log
-        except ValidationError as exc:
-            errors.append((site, exc))
-            continue
-        if bp.hit_count is not None:
-            spec["hitCount"] = bp.hit_count
-        if bp.all_threads:
-            spec["allThreads"] = True
-        specs.append(spec)
-        kept.append(site)
-    if errors and not specs:
-        raise errors[0][1]
-    bp.sites = kept
-    return specs, [f"{'Logpoint' if bp.log is not None else 'Breakpoint'} {bp.id}: not set at "
-                   f"{site.function or hex(site.address)}: {exc.message}" for site, exc in errors]
-
-
-def _site_scope(site: Site, args: list[ConditionArg]) -> SiteScope:
-    registers = [RegisterArg(a["name"], a["reg"], a["size"], a["signed"]) for a in args]
-    if site.kind != "line" and site.traceable is not None:
-        f = site.traceable
-        return site_scope(f.module, f.runtime_address - f.info.address, f.info.address, True, registers,
-                          f"the entry of {f.name}")
-    where = f"{os.path.basename(site.file or '?')}:{site.line}"
-    if site.module is None:
-        return SiteScope(where, None, 0, site.kind != "line", unreadable="its module is not known")
-    return site_scope(site.module, site.slide, site.address - site.slide, site.kind != "line", registers, where)
 
 
 def under_line_breakpoints(live: LiveSession, desired: dict[Any, TraceableFunction]) -> list[str]:
@@ -275,7 +191,7 @@ class Breaking:
         specs: list[BreakpointSpec] = []
         for bp in made:
             if not bp.python:
-                compiled, refused = await asyncio.to_thread(_compile_sites, bp)
+                compiled, refused = await asyncio.to_thread(compile_sites, bp)
                 warnings += refused
                 specs += compiled
         made = [bp for bp in made if bp.sites]
@@ -624,9 +540,10 @@ class Breaking:
         others = [tid for tid in report.others or [] if tid != report.tid]
         try:
             hold = await asyncio.to_thread(ThreadHold.start, pid, others)
-        except StrobeError as exc:
-            log.warning("session %s: pid %d: other threads not stopped: %s", live.record.id, pid, exc.message)
-            return {"stopped": 0, "notStopped": f"the other threads run on: {exc.message}"}
+        except (StrobeError, OSError, ValueError) as exc:
+            why = exc.message if isinstance(exc, StrobeError) else f"{type(exc).__name__}: {exc}"
+            log.warning("session %s: pid %d: other threads not stopped: %s", live.record.id, pid, why)
+            return {"stopped": 0, "notStopped": f"the other threads run on: {why}"}
         if hold.active:
             state.holds[pid] = hold
         result = hold.result
