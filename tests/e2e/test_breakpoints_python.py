@@ -117,8 +117,16 @@ async def test_python_lines_hit_counts_and_steps(strobe: StrobeClient, python: s
 
     thread = await paused(strobe, sid)
     assert thread["line"] == ADD_LINE and thread["locals"]["n"] == 100 and thread["locals"]["before"] == 50, thread
+    read = (await strobe.call("debug_read", sessionId=sid, targets=[
+        {"variable": "before"}, {"variable": "acc.owner", "frame": 0}, {"variable": "qty", "frame": 1}]))["results"]
+    assert [(r["value"], r["frame"]) for r in read] == [(50, 0), ("ada", 0), (100, 1)], read
+    [written] = (await strobe.call("debug_write", sessionId=sid, targets=[{"variable": "n", "value": 1000}]))[
+        "results"]
+    assert (written["previousValue"], written["newValue"], written["frame"]) == (100, 1000, 0), written
     over = await strobe.call("debug_continue", sessionId=sid, action="step-over")
     assert (over["status"], over["function"], over["line"]) == ("paused", "add_to", ADD_LINE + 1), over
+    [total] = (await strobe.call("debug_read", sessionId=sid, targets=[{"variable": "acc.total"}]))["results"]
+    assert total["value"] == 1050, total  # the line ran with the written n
     out = await strobe.call("debug_continue", sessionId=sid, action="step-out")
     assert out["function"] == "process_order" and out["line"] > line_of("total = add_to(acc, qty)"), out
     await strobe.call("debug_breakpoint", sessionId=sid, remove=[bp["id"]])
@@ -129,6 +137,7 @@ async def test_python_lines_hit_counts_and_steps(strobe: StrobeClient, python: s
         if into["function"] == "add_to":
             break
     assert into is not None and into["function"] == "add_to", into
+    assert "order 2 qty 100 total 1050\n" in await stdout(strobe, sid)  # the write changed what it printed
     steps = [e["step"] for e in await strobe.all_events(sid, eventType="pause") if e.get("step")]
     assert steps[:2] == ["over", "out"] and "into" in steps
     await strobe.call("debug_continue", sessionId=sid)

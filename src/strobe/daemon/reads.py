@@ -21,7 +21,7 @@ from strobe.daemon.frame_reads import (
 )
 from strobe.daemon.live import LiveSession
 from strobe.daemon.memory import READ_TIMEOUT_S, PreparedRead, pair_results, prepare_variable, result_of
-from strobe.daemon.python_reads import evaluate, is_python_chain, prepare_python, run_poll
+from strobe.daemon.python_reads import evaluate, is_python_chain, prepare_python, python_frame_target, run_poll
 from strobe.daemon.registry import LiveSessions
 from strobe.daemon.runtimes import RuntimeKind
 from strobe.daemon.services import Services
@@ -76,11 +76,9 @@ class SessionReads:
 
         out: dict[VariableRef, PreparedRead] = {}
         for ref in dict.fromkeys(refs):
-            if ref.pinned and not paused and len(everyone) > len(paused):
-                out[ref] = PreparedRead(ref.expression, "?", 0, error=(
-                    "The paused thread is stopped in Python code: its frames' locals are in its pause event "
-                    "(debug_query eventType 'pause', each backtrace frame's locals). debug_read reads Python module "
-                    "globals by dotted name ('app.config.timeout'); frame and threadId name native frames."))
+            in_python = python_frame_target(everyone, ref, session_id)
+            if in_python is not None:
+                out[ref] = in_python
                 continue
             if ref.pinned:
                 chosen = choose_paused(paused, ref.thread, session_id)

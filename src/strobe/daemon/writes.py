@@ -13,6 +13,7 @@ import struct
 from typing import Any
 
 from strobe.daemon.memory import PreparedRead
+from strobe.daemon.python_reads import write_frame_local
 from strobe.daemon.reads import still_paused
 from strobe.daemon.registry import LiveSessions
 from strobe.daemon.services import Services
@@ -68,11 +69,16 @@ class SessionWrites:
         requests: list[WriteTarget] = []
         sent: list[int] = []
         for i, (target, value) in enumerate(targets):
+            if target.error is None and target.python is not None:
+                if target.frame is not None:  # a local of a thread paused in Python code: the tracer writes it
+                    handle = live.root.handle
+                    out[i] = await write_frame_local(self._services.worker.run, handle, target, value)
+                else:
+                    out[i] = {"target": target.label, "error": "Python module globals are not written yet: pause "
+                                                               "a thread and write a local of its frame."}
+                continue
             if target.error is not None or target.recipe is None:
                 out[i] = {"target": target.label, **_where(target), "error": target.error or "cannot be written"}
-                continue
-            if target.python is not None:
-                out[i] = {"target": target.label, "error": "Python values are not written yet"}
                 continue
             try:
                 data = encode(target, value)

@@ -395,3 +395,25 @@ def test_bad_breakpoints_are_refused_with_why_and_resume_says_who_is_paused(pyth
         resume(session, pause)
         session.wait_line("handled 141")
     assert_clean(session.run)
+
+
+def test_a_paused_frames_locals_are_read_and_written(python: str, tmp_path: Path) -> None:
+    """`eval` with a thread and frame reads a paused frame's names (locals, then its globals, attributes read
+    statically); `set` writes a local, and the program goes on with the new value."""
+    with driven(python, PROGRAM, tmp_path, {}, scenario("threads")) as session:
+        start(session, at("compute"))
+        pause = session.pause(1)
+        tid = pause["tid"]
+        read = session.command({"cmd": "eval", "tid": tid, "frame": 0, "exprs": ["total", "order", "ticking"]})
+        assert read["values"] == [["total", 140], ["order", 7], ["ticking", True]], read
+        assert session.command({"cmd": "eval", "tid": tid, "frame": 1, "exprs": ["qty"]})["values"] == [["qty", 70]]
+        missing = session.command({"cmd": "eval", "tid": tid, "frame": 0, "exprs": ["nosuch"]})["values"][0][1]
+        assert "not a local or global of compute" in missing["__error__"], missing
+        assert "not one of" in session.command({"cmd": "eval", "tid": tid, "frame": 99, "exprs": ["x"]})["error"]
+        written = session.command({"cmd": "set", "tid": tid, "frame": 0, "local": "total", "value": 1000})
+        assert (written["previous"], written["value"]) == (140, 1000), written
+        refused = session.command({"cmd": "set", "tid": tid, "frame": 0, "local": "nosuch", "value": 1})
+        assert "is not a local of compute" in refused["error"], refused
+        resume(session, pause)
+        session.wait_line("handled 1001")  # subtotal = total + 1, from the written total
+    assert_clean(session.run)

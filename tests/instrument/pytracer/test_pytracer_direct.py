@@ -28,7 +28,7 @@ def test_commands_replies_and_errors(python: str, tmp_path: Path) -> None:
     assert {"where": "command", "error": "ValueError: depth must be an integer from 0 to 10, not 11",
             "count": 1} in errors
     assert run.reply(2)["error"] == (  # type: ignore[index]
-        "unknown command 'bogus': one of targets, depth, watches, eval, flush, breakpoints, resume, stop")
+        "unknown command 'bogus': one of targets, depth, watches, eval, flush, breakpoints, resume, set, stop")
     assert "needs id (int), file (str), line (int), qualname (str)" in run.reply(3)["error"]  # type: ignore[index]
     messages = run.messages()
     flushed = next(i for i, m in enumerate(messages) if m.get("reply") == 4)

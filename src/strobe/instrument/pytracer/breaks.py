@@ -24,11 +24,12 @@ if TYPE_CHECKING:
     from types import CodeType, FrameType
     from typing import TypeAlias
 
-    from .reprs import exc_message, tname
+    from .reprs import ChainError, exc_message, static_attr, tname
     from .tracer import Tracer, _absolute, _ident, _native_id, _now, _thread_name
 
     Template: TypeAlias = list[str | tuple[CodeType, str, str]]  # literal text and (code, conversion, spec) parts
 
+_MISSING_NAME = object()
 _OWN_FILE = sys._getframe().f_code.co_filename  # the tracer's own code: never a step's stop
 _PAUSE_FRAMES, _LOG_CHARS = 16, 1000
 _STEP_KINDS = ("over", "into", "out")
@@ -196,11 +197,12 @@ class Step:
 
 
 class Pause:
-    """A paused thread's wait: its lock is held until `go`."""
+    """A paused thread's wait: its lock is held until `go`; `frame`: where it stopped."""
 
-    __slots__ = ("action", "lock")
+    __slots__ = ("action", "frame", "lock")
 
-    def __init__(self) -> None:
+    def __init__(self, frame: "FrameType") -> None:
+        self.frame = frame
         self.action = "continue"
         self.lock = _thread.allocate_lock()
         self.lock.acquire()
@@ -276,6 +278,55 @@ class Breakpoints:
         if pause is None:
             raise ValueError(f"thread {str(tid)[:40]} is not paused; paused: {sorted(self.paused)}")
         pause.go(str(action))
+
+    def frame_of(self, tid: object, index: object) -> "FrameType":
+        """Frame `index` (0: the innermost, numbered as the pause report's frames) of paused thread `tid`."""
+        pause = self.paused.get(tid) if type(tid) is int else None
+        if pause is None:
+            raise ValueError(f"thread {str(tid)[:40]} is not paused; paused: {sorted(self.paused)}")
+        frames: list[FrameType] = []
+        at: FrameType | None = pause.frame
+        while at is not None and len(frames) < _PAUSE_FRAMES:
+            if at.f_code.co_filename != _OWN_FILE:
+                frames.append(at)
+            at = at.f_back
+        if type(index) is not int or not 0 <= index < len(frames):
+            raise ValueError(f"frame {str(index)[:40]} is not one of thread {tid}'s {len(frames)} Python frames "
+                             "(0: the innermost)")
+        return frames[index]
+
+    def read_in(self, frame: "FrameType", parts: list[str]) -> object:
+        """A dotted name in a paused frame: a local (else a global of its module), then attributes read
+        statically (no property or __getattr__ runs)."""
+        root = parts[0]
+        scope = frame.f_locals
+        value = scope[root] if root in scope else frame.f_globals.get(root, _MISSING_NAME)
+        if value is _MISSING_NAME:
+            raise ChainError(f"'{root}' is not a local or global of {frame.f_code.co_qualname}; its locals: "
+                             + ", ".join(list(scope)[:30]))
+        path = root
+        for name in parts[1:]:
+            value = static_attr(value, name, path)
+            path += "." + name
+        return value
+
+    def write_in(self, frame: "FrameType", name: str, value: object) -> object:
+        """Set local `name` of a paused frame to `value`; the previous value. In 3.13 frame.f_locals writes through;
+        before, the frame's fast locals are updated from it (PyFrame_LocalsToFast)."""
+        code = frame.f_code
+        if not name.isidentifier() or name not in (*code.co_varnames, *code.co_cellvars, *code.co_freevars):
+            raise ValueError(f"'{name[:80]}' is not a local of {code.co_qualname}: its locals are "
+                             + ", ".join((*code.co_varnames, *code.co_cellvars, *code.co_freevars)[:30]))
+        scope = frame.f_locals
+        previous = scope.get(name, _MISSING_NAME)
+        if previous is _MISSING_NAME:
+            raise ValueError(f"'{name}' of {code.co_qualname} has no value yet here: it is written only once bound")
+        scope[name] = value
+        if sys.version_info < (3, 13):
+            import ctypes  # only where a write needs it
+
+            ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(frame), ctypes.c_int(0))
+        return previous
 
     def release(self, forget: bool = False) -> None:
         """Every paused thread goes on and no step goes on; with `forget`, no breakpoint is left either."""
@@ -453,7 +504,7 @@ class Breakpoints:
         if not t.can_pause():
             return
         report = self._report(frame, tid, bid, hit, step, error, entry)
-        pause = Pause()
+        pause = Pause(frame)
         t.flush()  # the calls that led here first
         self.paused[tid] = pause
         try:

@@ -14,12 +14,14 @@ fresh private module `_strobe_tracer` (`strobe.instrument.pytracer.source()` giv
 lines `{"v": 1, "pid": p, "logpoints": [...], "dropped": n}` (breaks.py, outbox.py). Events are lists
 `[kind, fid, ts_ns, tid, seq, parent_seq, payload]` (kind 1 enter, 2 return or yield, 3 unwind, 9 uncaught
 exception); `control_fd` carries newline-delimited JSON commands (targets, depth, watches, eval, flush, breakpoints,
-resume, stop), which `Tracer.command(dict)` also applies directly:
+resume, set, stop), which `Tracer.command(dict)` also applies directly:
 
     {"cmd": "breakpoints", "id": 3, "set": [{"id": "bp-1#0", "kind": "line", "file": "/abs/app.py", "line": 14,
      "condition": "qty > 100", "hitCount": 2, "log": "qty={qty!r}"}], "remove": ["bp-0#0"]}
         -> {"ok": true, "failed": [{"id": "...", "error": "why"}]}
     {"cmd": "resume", "id": 4, "tid": 4242, "action": "continue" | "over" | "into" | "out"} -> {"ok": true}
+    {"cmd": "eval", "id": 5, "exprs": ["total", "acc.owner"], "tid": 4242, "frame": 0} -> {"values": [[expr, v]]}
+    {"cmd": "set", "id": 6, "tid": 4242, "frame": 0, "local": "total", "value": 1000} -> {"previous": .., "value": ..}
 A watched or evaluated value that cannot be read is `{"__error__": why}` (reprs.py never renders that key).
 
 3.12+ uses sys.monitoring: PY_START discovers code objects, untargeted ones are DISABLEd after one callback,
@@ -55,7 +57,7 @@ _GENERATOR_LIKE = 0x20 | 0x80 | 0x100 | 0x200  # CO_GENERATOR, CO_COROUTINE, CO_
 _VARARGS, _VARKEYWORDS, _ASYNC_GENERATOR = 0x04, 0x08, 0x200
 _TRACEBACK_FRAMES, _FRAME_LOCALS = 50, 30
 _UNBOUND = "\"<unbound>\""  # an argument not bound yet (JSON text)
-_COMMANDS = ("targets", "depth", "watches", "eval", "flush", "breakpoints", "resume", "stop")
+_COMMANDS = ("targets", "depth", "watches", "eval", "flush", "breakpoints", "resume", "set", "stop")
 _now = time.monotonic_ns
 _ident = _thread.get_ident
 _native_id = _thread.get_native_id
@@ -422,7 +424,14 @@ class Tracer:
             elif name == "watches":
                 reply(rid, ok=True, errors=self._set_watches(cmd.get("watches", [])))
             elif name == "eval":
-                reply(rid, values=self._eval(cmd.get("exprs", [])))
+                reply(rid, values=self._eval(cmd.get("exprs", []), cmd.get("tid"), cmd.get("frame")))
+            elif name == "set":
+                frame = self.breaks.frame_of(cmd.get("tid"), cmd.get("frame", 0))
+                value = cmd.get("value")
+                if value is not None and type(value) not in (int, float, str, bool):
+                    raise ValueError("value must be a number, a string, a bool or null")
+                previous = self.breaks.write_in(frame, str(cmd.get("local")), value)
+                reply(rid, previous=self._render(previous), value=self._render(value))
             elif name == "flush":
                 self.flush()
                 reply(rid, flushed=True)
@@ -457,13 +466,17 @@ class Tracer:
         self._watches = chains
         return errors
 
-    def _eval(self, exprs: object) -> list[list[object]]:
+    def _eval(self, exprs: object, tid: object = None, index: object = None) -> list[list[object]]:
+        """Dotted names read statically: from loaded modules, or (`tid`) from frame `index` of a paused thread."""
         if not isinstance(exprs, list) or len(exprs) > 100:
             raise ValueError("exprs must be a list of at most 100 dotted names")
+        frame = None if tid is None else self.breaks.frame_of(tid, 0 if index is None else index)
         values: list[list[object]] = []
         for expr in exprs:
             try:
-                values.append([expr, self._render(read_chain(parse_chain(expr)))])
+                parts = parse_chain(expr)
+                found = read_chain(parts) if frame is None else self.breaks.read_in(frame, parts)
+                values.append([expr, self._render(found)])
             except ChainError as exc:
                 values.append([expr, {"__error__": str(exc)}])
             except Exception as exc:
