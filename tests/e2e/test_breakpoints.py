@@ -172,6 +172,12 @@ async def test_all_threads_stops_the_other_threads_until_continued(
     assert sum(t.startswith("tick") for t in await stdout(strobe, sid)) <= ticks + 1  # one may have been in flight
     assert thread_state(pid, "w-steady") == "t"
 
+    # A step lets the others run while it runs and stops them again where it ends.
+    stepped = await strobe.call("debug_continue", sessionId=sid, action="step-over")
+    assert (stepped["status"], stepped["function"], stepped["otherThreads"]) == (
+        "paused", "process_order", {"stopped": 2}), stepped
+    await poll(steady_held, 10, "w-steady to be stopped again at the step's end")
+
     await strobe.call("debug_continue", sessionId=sid)
 
     async def steady_runs_again() -> bool | None:
