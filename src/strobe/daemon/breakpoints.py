@@ -30,19 +30,19 @@ from strobe.daemon.py_breakpoints import (
     is_python_file,
     python_entry_sites,
     python_line_sites,
-    python_pause_event,
     python_scripts,
     python_specs,
+    resume_python,
 )
 from strobe.daemon.registry import LiveSessions
 from strobe.daemon.runtimes.cpython import CPYTHON, CPythonRuntime
 from strobe.daemon.services import Services
 from strobe.daemon.step_plans import frame_address, module_of, step_plan
 from strobe.daemon.symbols import ModuleSymbols, SessionSymbols, TraceableFunction
+from strobe.daemon.thread_holds import hold_others, release_holds
 from strobe.daemon.tracing import parse_patterns, plan_hooks
 from strobe.errors import StrobeError, ValidationError
 from strobe.instrument.protocol import BreakpointSpec, PauseReport, StepKind
-from strobe.instrument.thread_stops import ThreadHold
 from strobe.store.schema import EventKind
 from strobe.symbols.addresses import line_sites, locate
 from strobe.symbols.cfi import RETURN_ADDRESS_OFFSET
@@ -311,7 +311,7 @@ class Breaking:
         """Store the pause event and list the thread as paused (it waits for resume); a step waiting for it ends."""
         services = self._services
         bid = report.breakpointId.split("#", 1)[0]
-        held = await self._hold_others(live, pid, report) if report.others is not None else None
+        held = await hold_others(live, pid, report) if report.others is not None else None
         try:
             await services.ingest.barrier()
             await services.write(lambda c: None)  # the calls leading up to the stop are committed before it
@@ -355,53 +355,10 @@ class Breaking:
             log.info("session %s: pid %d: %s", live.record.id, pid, event["text"])
         except Exception:
             log.exception("session %s: a pause could not be recorded; resuming thread %d", live.record.id, report.tid)
-            await self.release_holds(live, pid)
+            await release_holds(live, pid)
             process = live.processes.get(pid)
             if process is not None:
                 await services.worker.run(lambda: process.handle.resume_thread(report.tid))
-
-    async def on_python_paused(self, live: LiveSession, pid: int, report: dict[str, Any]) -> None:
-        """A thread stopped in Python code by the interpreter's tracer: store its pause event, list it as paused."""
-        services = self._services
-        tid = int(report.get("tid") or 0)
-        bid = str(report.get("breakpoint") or "").split("#", 1)[0]
-        try:
-            await services.ingest.barrier()
-            await services.write(lambda c: None)  # the calls leading up to the stop are committed before it
-            event = python_pause_event(report)
-            step = report.get("step")
-            if bid:
-                event.update(breakpointId=bid, hit=report.get("hit"))
-            if step:
-                event["step"] = step
-            where = f"{event.get('function') or '?'} at {event.get('sourceFile')}:{event.get('line')}"
-            why = f"stepped {step} to" if step else (f"paused at breakpoint {bid} in" if bid else "paused in")
-            event["text"] = f"{why} {where}, thread {tid}"
-            ts = int(report.get("ts") or 0) - live.start_ns
-            services.writer.submit_rows([crash_row(live.record.key, pid, tid, ts, event, EventKind.PAUSE)])
-            paused = PausedThread(pid, tid, bid, time.monotonic(), event, 0, bool(report.get("entry")), [],
-                                  python=True)
-            live.breakpoints.paused[(pid, tid)] = paused
-            waiter = live.breakpoints.waiters.pop((pid, tid), None)
-            if waiter is not None and not waiter.done():
-                waiter.set_result(paused)
-            log.info("session %s: pid %d: %s", live.record.id, pid, event["text"])
-        except Exception:
-            log.exception("session %s: a Python pause could not be recorded; resuming thread %d", live.record.id,
-                          tid)
-            process = live.processes.get(pid)
-            if process is not None:
-                await self._resume_python(live, process, tid, "continue")
-
-    async def _resume_python(self, live: LiveSession, process: TracedProcess, tid: int, action: str) -> None:
-        runtime = live.image.runtime
-        handle = process.handle
-        if not isinstance(runtime, CPythonRuntime):
-            return
-        try:
-            await runtime.resume_python(self._services.worker.run, handle, tid, action)
-        except (ValueError, TimeoutError) as exc:
-            log.info("pid %d: Python thread %d could not be resumed: %s", process.pid, tid, exc)
 
     async def _step_python(self, live: LiveSession, paused: PausedThread, kind: StepKind,
                            wait_s: float) -> dict[str, Any]:
@@ -447,7 +404,7 @@ class Breaking:
             raise ValidationError(f"Cannot step {kind} from here: {exc}. Continue the thread instead "
                                   "(action 'continue').") from None
         key = (paused.pid, paused.tid)
-        await self.release_holds(live, paused.pid)  # the other threads run during the step (stopped again at its end)
+        await release_holds(live, paused.pid)  # the other threads run during the step (stopped again at its end)
         waiter: asyncio.Future[PausedThread] = asyncio.get_running_loop().create_future()
         state.waiters[key] = waiter
         state.paused.pop(key, None)
@@ -516,12 +473,12 @@ class Breaking:
         state = live.breakpoints
         chosen = [p for p in state.paused.values() if thread is None or p.tid == thread]
         for pid in {p.pid for p in chosen}:  # the threads a stop of every thread held run on first
-            await self.release_holds(live, pid)
+            await release_holds(live, pid)
         for paused in chosen:
             state.paused.pop((paused.pid, paused.tid), None)
             process = live.processes.get(paused.pid)
             if process is not None and not process.ended and paused.python:
-                await self._resume_python(live, process, paused.tid, "continue")
+                await resume_python(self._services, live, process, paused.tid, "continue")
             elif process is not None and not process.ended:
                 await self._resume(process, paused.tid)
         return chosen
@@ -530,33 +487,6 @@ class Breaking:
         """Before the daemon lets go of the process: every paused thread goes on."""
         if live.breakpoints.paused:
             await self.resume(live, None)
-
-    async def _hold_others(self, live: LiveSession, pid: int, report: PauseReport) -> dict[str, Any]:
-        """A stop of every thread: the program's other threads (`report.others`, Frida's own left out) are stopped
-        with ptrace by a helper process (instrument/thread_stops.py) until the paused thread is resumed. What the
-        pause event says of them: how many were stopped, and which could not be and why."""
-        state = live.breakpoints
-        await self.release_holds(live, pid)  # one hold per process: the newest stop's
-        others = [tid for tid in report.others or [] if tid != report.tid]
-        try:
-            hold = await asyncio.to_thread(ThreadHold.start, pid, others)
-        except (StrobeError, OSError, ValueError) as exc:
-            why = exc.message if isinstance(exc, StrobeError) else f"{type(exc).__name__}: {exc}"
-            log.warning("session %s: pid %d: other threads not stopped: %s", live.record.id, pid, why)
-            return {"stopped": 0, "notStopped": f"the other threads run on: {why}"}
-        if hold.active:
-            state.holds[pid] = hold
-        result = hold.result
-        out: dict[str, Any] = {"stopped": len(result.held)}
-        if result.failed:
-            out["notStopped"] = {str(tid): why for tid, why in result.failed.items()}
-        return out
-
-    async def release_holds(self, live: LiveSession, pid: int) -> None:
-        """The threads a stop of every thread held in `pid` run again (nothing when none are held)."""
-        hold = live.breakpoints.holds.pop(pid, None)
-        if hold is not None:
-            await asyncio.to_thread(hold.release)
 
     async def _resume(self, process: TracedProcess, tid: int) -> None:
         handle = process.handle

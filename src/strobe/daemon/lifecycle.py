@@ -24,6 +24,7 @@ from strobe.daemon.exits import ExitStatuses
 from strobe.daemon.live import LiveSession
 from strobe.daemon.registry import LiveSessions
 from strobe.daemon.services import Services
+from strobe.daemon.thread_holds import release_holds
 from strobe.store import sessions as store_sessions
 from strobe.store.sessions import SessionStatus
 
@@ -53,6 +54,7 @@ class Lifecycle:
         if process is None or process.handle is not handle or process.ended:
             return
         process.ended = True
+        await release_holds(live, process.pid)  # the threads an allThreads stop held go with their process
         if process.exit_code is None and not live.stopping:
             await self._exit_code_from_kernel(live, process.pid)
         last = not live.live_processes()

@@ -5,6 +5,7 @@ conditions and the stepping), and how its pause reports become pause events.
     sites = python_line_sites(scripts, "app/orders.py", 42)     # ValidationError: no such file, no code there
     specs = python_specs(bp)                                     # the tracer's `breakpoints` command entries
     event = python_pause_event(report)                           # a pause event's fields, from the tracer's report
+    await record_python_pause(services, live, pid, report)       # stored, and the thread listed as paused
 
 In Python a condition and a message's {expressions} are Python, evaluated in the frame that hits it (its locals
 and globals). A thread stops alone, waiting in the interpreter with its GIL released; `resume` commands continue
@@ -14,15 +15,24 @@ or step it (over, into, out: at the next line start of the frame, of any frame, 
 from __future__ import annotations
 
 import ast
+import logging
 import os
+import time
 from collections.abc import Iterable
 from types import CodeType
 from typing import Any
 
-from strobe.daemon.breakpoint_state import Breakpoint, Site
-from strobe.daemon.runtimes.cpython import CPYTHON, PythonScripts
+from strobe.daemon.breakpoint_state import Breakpoint, PausedThread, Site
+from strobe.daemon.crashes import crash_row
+from strobe.daemon.live import LiveSession
+from strobe.daemon.process import TracedProcess
+from strobe.daemon.runtimes.cpython import CPYTHON, CPythonRuntime, PythonScripts
+from strobe.daemon.services import Services
 from strobe.daemon.symbols import SessionSymbols, TraceableFunction
 from strobe.errors import ValidationError
+from strobe.store.schema import EventKind
+
+log = logging.getLogger(__name__)
 
 MAX_FRAMES_SHOWN = 16
 
@@ -147,3 +157,47 @@ def python_pause_event(report: dict[str, Any]) -> dict[str, Any]:
     if report.get("conditionError"):
         event["conditionError"] = report["conditionError"]
     return event
+
+
+async def record_python_pause(services: Services, live: LiveSession, pid: int, report: dict[str, Any]) -> None:
+    """A thread stopped in Python code by the interpreter's tracer: store its pause event, list it as paused."""
+    tid = int(report.get("tid") or 0)
+    bid = str(report.get("breakpoint") or "").split("#", 1)[0]
+    try:
+        await services.ingest.barrier()
+        await services.write(lambda c: None)  # the calls leading up to the stop are committed before it
+        event = python_pause_event(report)
+        step = report.get("step")
+        if bid:
+            event.update(breakpointId=bid, hit=report.get("hit"))
+        if step:
+            event["step"] = step
+        where = f"{event.get('function') or '?'} at {event.get('sourceFile')}:{event.get('line')}"
+        why = f"stepped {step} to" if step else (f"paused at breakpoint {bid} in" if bid else "paused in")
+        event["text"] = f"{why} {where}, thread {tid}"
+        ts = int(report.get("ts") or 0) - live.start_ns
+        services.writer.submit_rows([crash_row(live.record.key, pid, tid, ts, event, EventKind.PAUSE)])
+        paused = PausedThread(pid, tid, bid, time.monotonic(), event, 0, bool(report.get("entry")), [],
+                              python=True)
+        live.breakpoints.paused[(pid, tid)] = paused
+        waiter = live.breakpoints.waiters.pop((pid, tid), None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(paused)
+        log.info("session %s: pid %d: %s", live.record.id, pid, event["text"])
+    except Exception:
+        log.exception("session %s: a Python pause could not be recorded; resuming thread %d", live.record.id,
+                      tid)
+        process = live.processes.get(pid)
+        if process is not None:
+            await resume_python(services, live, process, tid, "continue")
+
+async def resume_python(services: Services, live: LiveSession, process: TracedProcess, tid: int, action: str) -> None:
+    """Let a thread paused in Python code go on (`continue`) or step; logged when it cannot be."""
+    runtime = live.image.runtime
+    handle = process.handle
+    if not isinstance(runtime, CPythonRuntime):
+        return
+    try:
+        await runtime.resume_python(services.worker.run, handle, tid, action)
+    except (ValueError, TimeoutError) as exc:
+        log.info("pid %d: Python thread %d could not be resumed: %s", process.pid, tid, exc)

@@ -36,6 +36,7 @@ from strobe.daemon.launching import Launching
 from strobe.daemon.lifecycle import STOP_TIMEOUT_S, Lifecycle, now_ms
 from strobe.daemon.live import LiveSession
 from strobe.daemon.memory import PollState, PreparedRead, prepare_raw, raw_size
+from strobe.daemon.py_breakpoints import record_python_pause
 from strobe.daemon.reads import SessionReads
 from strobe.daemon.registry import LiveSessions
 from strobe.daemon.runtimes import UNTRACED_JAVASCRIPT, untraced_javascript
@@ -100,8 +101,6 @@ class _Events:
         self._breaking = breaking
 
     def process_gone(self, live: LiveSession, handle: Any, reason: str) -> None:
-        if reason != "process-replaced":  # threads a stop of every thread held are let go with their process
-            self._services.spawn(self._breaking.release_holds(live, handle.pid))
         self._services.spawn(self._lifecycle.process_gone(live, handle, reason))
 
     def crashed(self, live: LiveSession, pid: int, report: CrashReport, stack: bytes) -> None:
@@ -111,7 +110,7 @@ class _Events:
         self._services.spawn(self._breaking.on_paused(live, pid, report, stack))
 
     def python_paused(self, live: LiveSession, pid: int, report: dict[str, Any]) -> None:
-        self._services.spawn(self._breaking.on_python_paused(live, pid, report))
+        self._services.spawn(record_python_pause(self._services, live, pid, report))
 
     def child_added(self, live: LiveSession, handle: Any, origin: str, parent: int, path: str) -> None:
         self._services.spawn(self._children.adopt(live, handle, origin, parent, path))
@@ -461,9 +460,7 @@ class SessionManager:
         live = self.sessions.get(record.id)
         if live is not None and verbose and live.types is not None:
             await live.types.wait(PLAN_WAIT_S)
-        return await self.services.read(
-            lambda c: query_events(c, record.key, flt, limit=limit, offset=offset)
-        )
+        return await self.services.read(lambda c: query_events(c, record.key, flt, limit=limit, offset=offset))
 
     def sampled_functions(self, session_id: str) -> list[str]:
         live = self.sessions.get(session_id)
