@@ -191,6 +191,7 @@ async def record_python_pause(services: Services, live: LiveSession, pid: int, r
         if process is not None:
             await resume_python(services, live, process, tid, "continue")
 
+
 async def resume_python(services: Services, live: LiveSession, process: TracedProcess, tid: int, action: str) -> None:
     """Let a thread paused in Python code go on (`continue`) or step; logged when it cannot be."""
     runtime = live.image.runtime

@@ -40,6 +40,7 @@ async def hold_others(live: LiveSession, pid: int, report: PauseReport) -> dict[
         out["notStopped"] = {str(tid): why for tid, why in result.failed.items()}
     return out
 
+
 async def release_holds(live: LiveSession, pid: int) -> None:
     """The threads a stop of every thread held in `pid` run again (nothing when none are held)."""
     hold = live.breakpoints.holds.pop(pid, None)
