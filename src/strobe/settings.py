@@ -55,6 +55,10 @@ SETTING_SPECS: tuple[SettingSpec, ...] = (
         "daemon.idleTimeoutMs", 30 * 60 * 1000, 100, 7 * 24 * 3600 * 1000,
         "The daemon exits after this long without a tool call (global settings only).",
     ),
+    SettingSpec(
+        "query.maxEventBytes", 4096, 1024, 1 << 20,
+        "Largest event (or debug_read result) in an answer, as compact JSON; bigger values are cut, biggest first.",
+    ),
 )
 _SPECS_BY_KEY = {spec.key: spec for spec in SETTING_SPECS}
 
@@ -103,6 +107,10 @@ class Settings:
     @property
     def idle_timeout_ms(self) -> int:
         return self.values["daemon.idleTimeoutMs"]
+
+    @property
+    def max_event_bytes(self) -> int:
+        return self.values["query.maxEventBytes"]
 
 
 def _read_layer(path: Path, values: dict[str, int], warnings: list[str], texts: dict[str, str]) -> None:
