@@ -92,9 +92,8 @@ class Hooking:
             process.hooked.pop(slot, None)
         warnings: list[str] = []
         for slot, function in to_add:
-            if slot in failed:
-                why = " (too small to hook, or not code)" if function.runtime == "native" else ""
-                warnings.append(f"Could not hook {function.name}: {failed[slot]}{why}.")
+            if slot in failed:  # the runtime's reason says why (native: symbols/hook_safety.py, or Frida's refusal)
+                warnings.append(f"Could not hook {function.name}: {failed[slot]}.")
             else:
                 process.hooked[slot] = function
         native = [f for f in fresh if f.runtime == "native"]  # register plans come from DWARF

@@ -1,12 +1,17 @@
 """The native runtime: machine code with DWARF (C, C++, Rust, Go…), hooked by the agent's CModule listeners
 (agent/src/native/), indexed by the fast DWARF scanner (symbols/), recorded as fixed-size binary records
-(instrument/records.py) and shown through each function's register plan (store/registers.py)."""
+(instrument/records.py) and shown through each function's register plan (store/registers.py).
+
+A function a hook at its entry would break (a branch of it lands inside the bytes the hook overwrites:
+symbols/hook_safety.py) is never sent to the agent: `apply_hooks` answers it as failed, with why
+(`unsafe_entries`, which daemon/breakpoints.py asks too for a breakpoint at a function's entry)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from strobe.daemon.ingest import SlotTable, TraceIngest
 from strobe.daemon.runtimes.base import AgentHandle, Run, Runtime, RuntimeKind, ValueRenderer
@@ -14,6 +19,26 @@ from strobe.daemon.symbols import SessionSymbols, TraceableFunction, load_sessio
 from strobe.instrument.protocol import ModuleInfo, WatchesUpdated
 from strobe.store.registers import decode_retval, raw_arguments, raw_return_type, register_value
 from strobe.store.writer import Writer
+from strobe.symbols.hook_safety import HOOK_SAFETY
+
+K = TypeVar("K")
+
+
+def unsafe_entries(functions: Sequence[tuple[K, TraceableFunction]]) -> dict[K, str]:
+    """The native functions among `functions` (key, function) that a hook at their entry would break, each with why
+    (symbols/hook_safety.py); blocking (it may read and disassemble thousands of functions): run it in a thread."""
+    by_module: dict[str, list[tuple[K, TraceableFunction]]] = {}
+    for key, function in functions:
+        if function.runtime == "native" and function.runtime_address:
+            by_module.setdefault(function.module, []).append((key, function))
+    unsafe: dict[K, str] = {}
+    for module, chosen in by_module.items():
+        verdicts = HOOK_SAFETY.verdicts(module, [(f.info.address, f.info.size) for _, f in chosen])
+        for (key, _), verdict in zip(chosen, verdicts, strict=True):
+            if verdict is not None and not verdict.safe:
+                unsafe[key] = (f"{verdict.reason} (left unhooked so that the program does not crash there; trace "
+                               "its callers or the functions it calls instead)")
+    return unsafe
 
 
 class NativeValues:
@@ -54,9 +79,12 @@ class NativeRuntime(Runtime):
                                                   sample_every))
         if not add:
             return {}
-        reply = await run(lambda: handle.update_hooks("add", [(s, f.runtime_address) for s, f in add],
-                                                      hot_calls_per_second, sample_every))
-        return {failure.id: failure.error for failure in reply.failed}
+        failed = await asyncio.to_thread(unsafe_entries, add)
+        safe = [(s, f.runtime_address) for s, f in add if s not in failed]
+        if safe:
+            reply = await run(lambda: handle.update_hooks("add", safe, hot_calls_per_second, sample_every))
+            failed |= {failure.id: f"{failure.error} (too small to hook, or not code)" for failure in reply.failed}
+        return failed
 
     async def flush(self, run: Run[Any], handle: AgentHandle, timeout: float) -> None:
         await run(lambda: handle.flush(timeout))
