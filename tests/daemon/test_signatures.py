@@ -18,6 +18,7 @@ import pytest
 from tests.mcp.wire_pages import query_wire
 
 from strobe.daemon.signatures import register_plan
+from strobe.instrument.records import WATCH_CAPTURE_RETURN, WATCH_CAPTURE_STACK, WATCH_CAPTURE_XMM
 from strobe.store.functions import insert_functions, set_signatures
 from strobe.store.query import EventFilter
 from strobe.store.registers import parse_plan
@@ -28,6 +29,7 @@ from strobe.symbols.elf import function_symbols, open_elf
 
 MASK = (1 << 64) - 1
 GARBAGE = 0xDEAD_BEEF << 32  # what may sit above a narrow value in its register
+LATE = "<not captured: recorded before the function's argument plan reached the program>"
 
 
 def address_of(binary: Path, name: str) -> int:
@@ -60,12 +62,25 @@ def params(plan: dict[str, Any]) -> list[tuple[str, str, Any]]:
     return [(p["name"], p["type"], where(p)) for p in plan["params"]]
 
 
-def call(binary: Path, name: str, words: list[int], rax: int | None = None) -> tuple[list[Any], Any]:
-    """The arguments (and return value) the store shows for these registers."""
+def call(binary: Path, name: str, words: list[int], rax: int | None = None,
+         exit_words: list[int] | None = None) -> tuple[list[Any], Any]:
+    """The arguments (and return value) the store shows for these words: an enter's integer registers (then
+    xmm0-5 and six stack words when its plan captures them), an exit's rax and rdx, xmm0, xmm1."""
     text = register_plan(str(binary), address_of(binary, name))
     plan = parse_plan(text)
     assert plan is not None
-    return plan.arguments([w - (1 << 64) if w >> 63 else w for w in words]), plan.return_value(rax)
+    signed = [w - (1 << 64) if w >> 63 else w for w in words]
+    return plan.arguments(signed), plan.return_value(rax, [w - (1 << 64) if w >> 63 else w for w in exit_words or []])
+
+
+def bits(value: float, fmt: str = "<d") -> int:
+    """The register word holding a float or double (its low bytes)."""
+    return int.from_bytes(struct.pack(fmt, value).ljust(8, b"\0"), "little")
+
+
+def wide(gprs: list[int], xmm: list[int] = (), stack: list[int] = ()) -> list[int]:  # type: ignore[assignment]
+    """An enter's WIDE_WORDS: six integer registers, xmm0-5, six stack words."""
+    return [*gprs, *[0] * (6 - len(gprs)), *xmm, *[0] * (6 - len(xmm)), *stack, *[0] * (6 - len(stack))]
 
 
 @pytest.fixture(scope="module")
@@ -126,29 +141,34 @@ def test_enum_values_without_a_name_show_as_numbers(abi: Path) -> None:
 
 
 def test_floating_point_parameters_are_in_xmm_registers_and_do_not_shift_the_others(abi: Path) -> None:
-    assert params(plan_of(abi, "floating")) == [
-        ("a", "int", ["rdi"]),
-        ("d", "double", "<double in xmm register: not captured>"),
-        ("b", "long int", ["rsi"]),
-        ("f", "float", "<float in xmm register: not captured>"),
+    plan = plan_of(abi, "floating")
+    assert params(plan) == [
+        ("a", "int", ["rdi"]), ("d", "double", ["xmm0"]), ("b", "long int", ["rsi"]), ("f", "float", ["xmm1"]),
         ("c", "unsigned char", ["rdx"]),
     ]
-    arguments, _ = call(abi, "floating", [0xFFFF_FFFB, 1 << 40, GARBAGE | 200])
-    assert arguments == [-5, "<double in xmm register: not captured>", 1 << 40,
-                         "<float in xmm register: not captured>", 200]
+    assert plan["capture"] == WATCH_CAPTURE_XMM
+    words = wide([0xFFFF_FFFB, 1 << 40, GARBAGE | 200], xmm=[bits(1.25), GARBAGE | bits(2.5, "<f")])
+    assert call(abi, "floating", words)[0] == [-5, 1.25, 1 << 40, 2.5, 200]
+
+
+def test_a_call_recorded_before_its_plan_reached_the_agent_says_so(abi: Path) -> None:
+    arguments, _ = call(abi, "floating", [0xFFFF_FFFB, 1 << 40, 200])  # no xmm words: recorded too early
+    assert arguments[1] == arguments[3] == LATE and arguments[0] == -5
+    assert call(abi, "half", [17], rax=0x1234)[1] == LATE
 
 
 def test_float_returns_are_in_xmm0(abi: Path) -> None:
     plan = plan_of(abi, "half")
-    assert plan["returns"] == {"type": "double", "note": "<double in xmm0: not captured>"}
-    assert call(abi, "half", [17], rax=0x1234)[1] == "<double in xmm0: not captured>"
+    assert where(plan["returns"]) == ["xmm0"] and plan["capture"] == WATCH_CAPTURE_RETURN
+    assert call(abi, "half", [17], rax=0x1234, exit_words=[0, bits(8.5), 0])[1] == 8.5
 
 
-def test_long_double_is_in_memory_and_returned_in_st0(abi: Path) -> None:
+def test_long_double_is_on_the_stack_and_returned_in_st0(abi: Path) -> None:
     plan = plan_of(abi, "extended")
-    assert params(plan) == [("x", "long double", "<long double passed in memory: not captured>"),
-                            ("after", "int", ["rdi"])]
+    assert params(plan) == [("x", "long double", ["stack0", "stack1"]), ("after", "int", ["rdi"])]
     assert plan["returns"]["note"] == "<long double in st0: not captured>"
+    x87 = (0xC000_0000_0000_0000, 0x3FFF)  # 1.5: mantissa 1.1b, biased exponent 16383
+    assert call(abi, "extended", wide([22], stack=[x87[0], GARBAGE | x87[1]]))[0] == [1.5, 22]
 
 
 # ---- structs by value ------------------------------------------------------------------------------
@@ -167,28 +187,27 @@ def test_a_sixteen_byte_struct_takes_two_registers(abi: Path) -> None:
 
 
 def test_a_struct_of_ints_and_doubles_splits_between_integer_and_xmm_registers(abi: Path) -> None:
-    assert params(plan_of(abi, "by_mixed")) == [
-        ("m", "mixed", ["rdi", "<in xmm register: not captured>"]), ("after", "int", ["rsi"])
-    ]
-    arguments, _ = call(abi, "by_mixed", [-9 & MASK, 9])
-    assert arguments == [{"id": -9, "weight": "<in xmm register: not captured>"}, 9]
+    assert params(plan_of(abi, "by_mixed")) == [("m", "mixed", ["rdi", "xmm0"]), ("after", "int", ["rsi"])]
+    arguments, _ = call(abi, "by_mixed", wide([-9 & MASK, 9], xmm=[bits(2.5)]))
+    assert arguments == [{"id": -9, "weight": 2.5}, 9]
 
 
 def test_a_struct_of_floats_is_in_an_xmm_register(abi: Path) -> None:
-    assert params(plan_of(abi, "by_floats")) == [
-        ("f", "floats", "<struct in xmm register: not captured>"), ("after", "int", ["rdi"])
-    ]
+    assert params(plan_of(abi, "by_floats")) == [("f", "floats", ["xmm0"]), ("after", "int", ["rdi"])]
+    pair = bits(1.5, "<f") | bits(2.5, "<f") << 32
+    assert call(abi, "by_floats", wide([10], xmm=[pair]))[0] == [{"x": 1.5, "y": 2.5}, 10]
 
 
-def test_a_big_struct_is_passed_in_memory_and_takes_no_register(abi: Path) -> None:
-    assert params(plan_of(abi, "by_big")) == [
-        ("b", "big", "<struct passed in memory: not captured>"), ("after", "int", ["rdi"])
-    ]
-    assert call(abi, "by_big", [11])[0] == ["<struct passed in memory: not captured>", 11]
+def test_a_big_struct_is_passed_on_the_stack_and_takes_no_register(abi: Path) -> None:
+    plan = plan_of(abi, "by_big")
+    assert params(plan) == [("b", "big", ["stack0", "stack1", "stack2", "stack3"]), ("after", "int", ["rdi"])]
+    assert plan["capture"] == WATCH_CAPTURE_STACK
+    assert call(abi, "by_big", wide([11], stack=[1, 2, 3, 4]))[0] == [{"v": [1, 2, 3, 4]}, 11]
 
 
-def test_a_packed_struct_with_a_misaligned_field_is_passed_in_memory(abi: Path) -> None:
-    assert params(plan_of(abi, "by_packed"))[0] == ("k", "packed", "<struct passed in memory: not captured>")
+def test_a_packed_struct_with_a_misaligned_field_is_passed_on_the_stack(abi: Path) -> None:
+    assert params(plan_of(abi, "by_packed"))[0] == ("k", "packed", ["stack0"])
+    assert call(abi, "by_packed", wide([12], stack=[GARBAGE << 8 | 77 << 8 | ord("k")]))[0][0] == {"c": "k", "i": 77}
 
 
 def test_bitfields(abi: Path) -> None:
@@ -208,8 +227,8 @@ def test_struct_returns(abi: Path) -> None:
     assert plan["returns"]["type"] == "pair" and where(plan["returns"]) == ["rax"]
     assert call(abi, "make_pair", [18, 19], rax=(19 << 32) | 18)[1] == {"a": 18, "b": 19}
     plan = plan_of(abi, "make_mixed")
-    assert where(plan["returns"]) == ["rax", "<in xmm0: not captured>"]
-    assert call(abi, "make_mixed", [20], rax=20)[1] == {"id": 20, "weight": "<in xmm0: not captured>"}
+    assert where(plan["returns"]) == ["rax", "xmm0"]
+    assert call(abi, "make_mixed", [20], rax=20, exit_words=[0, bits(0.5), 0])[1] == {"id": 20, "weight": 0.5}
 
 
 def test_a_big_struct_return_takes_rdi_for_its_address(abi: Path) -> None:
@@ -224,7 +243,7 @@ def test_int128_takes_two_registers_and_returns_in_rdx_rax(abi: Path) -> None:
     plan = plan_of(abi, "wide")
     assert params(plan) == [("v", "__int128", ["rdi", "rsi"]), ("after", "int", ["rdx"])]
     assert call(abi, "wide", [0, 64, 23], rax=23)[0] == [1 << 70, 23]
-    assert call(abi, "wide", [0, 64, 23], rax=23)[1] == "<in rdx: not captured>"
+    assert call(abi, "wide", [0, 64, 23], rax=23, exit_words=[64, 0, 0])[1] == (1 << 70) + 23
 
 
 # ---- running out of registers ----------------------------------------------------------------------
@@ -233,15 +252,14 @@ def test_int128_takes_two_registers_and_returns_in_rdx_rax(abi: Path) -> None:
 def test_parameters_beyond_six_registers_are_on_the_stack(abi: Path) -> None:
     plan = plan_of(abi, "many")
     assert [w for _, _, w in params(plan)] == [["rdi"], ["rsi"], ["rdx"], ["rcx"], ["r8"], ["r9"],
-                                               "<long int on the stack: not captured>",
-                                               "<long int on the stack: not captured>"]
-    arguments, _ = call(abi, "many", [1, 2, 3, 4, 5, 6])
-    assert arguments[:6] == [1, 2, 3, 4, 5, 6]
+                                               ["stack0"], ["stack1"]]
+    arguments, _ = call(abi, "many", wide([1, 2, 3, 4, 5, 6], stack=[7, 8]))
+    assert arguments == [1, 2, 3, 4, 5, 6, 7, 8]
 
 
 def test_a_struct_that_does_not_fit_goes_on_the_stack_and_the_next_parameter_takes_the_register(abi: Path) -> None:
     assert [w for _, _, w in params(plan_of(abi, "squeezed"))] == [
-        ["rdi"], ["rsi"], ["rdx"], ["rcx"], ["r8"], "<struct on the stack: not captured>", ["r9"]
+        ["rdi"], ["rsi"], ["rdx"], ["rcx"], ["r8"], ["stack0", "stack1"], ["r9"]
     ]
 
 
@@ -281,10 +299,10 @@ def test_this_takes_the_first_register(abi_cpp: Path) -> None:
     plan = plan_of(abi_cpp, "Counter::add")
     assert params(plan) == [
         ("this", "Counter*", ["rdi"]), ("by", "int", ["rsi"]),
-        ("scale", "double", "<double in xmm register: not captured>"), ("extra", "long int", ["rdx"]),
+        ("scale", "double", ["xmm0"]), ("extra", "long int", ["rdx"]),
     ]
-    assert call(abi_cpp, "Counter::add", [0x7FFD_0000_0010, 4, -7 & MASK])[0] == [
-        "0x7ffd00000010", 4, "<double in xmm register: not captured>", -7
+    assert call(abi_cpp, "Counter::add", wide([0x7FFD_0000_0010, 4, -7 & MASK], xmm=[bits(0.5)]))[0] == [
+        "0x7ffd00000010", 4, 0.5, -7
     ]
     assert plan_of(abi_cpp, "Counter::positive")["returns"]["type"] == "bool"
     assert call(abi_cpp, "Counter::positive", [0x10], rax=GARBAGE | 1)[1] is True
@@ -346,7 +364,8 @@ def test_query_results_show_arguments_through_the_stored_plan(abi: Path, tmp_pat
             "VALUES (?, ?, ?, 1, 1, ?, ?, ?, ?)",
             [(session.key, 1, int(EventKind.FUNCTION_ENTER), tagged, words, None, None),
              (session.key, 2, int(EventKind.FUNCTION_EXIT), tagged, None, (1 << 40) + 8, 5),
-             (session.key, 3, int(EventKind.FUNCTION_EXIT), half, None, 0x4021_0000_0000_0000, 5)],
+             (session.key, 3, int(EventKind.FUNCTION_EXIT), half, None, 0x4021_0000_0000_0000, 5),
+             (session.key, 4, int(EventKind.FUNCTION_EXIT), half, struct.pack("<3Q", 0, bits(8.5), 0), 17, 5)],
         )
         shown = query_wire(conn, session.key, session.id, EventFilter(), limit=10, offset=0, verbose=True).events
     finally:
@@ -354,7 +373,8 @@ def test_query_results_show_arguments_through_the_stored_plan(abi: Path, tmp_pat
     assert shown[0]["arguments"] == [{"id": 1 << 40, "code": 65535, "tag": "z"}, 8]
     assert shown[0]["argumentNames"] == ["t", "after"] and shown[0]["argumentTypes"] == ["tagged", "int"]
     assert (shown[1]["returnType"], shown[1]["returnValue"]) == ("long int", (1 << 40) + 8)
-    assert (shown[2]["returnType"], shown[2]["returnValue"]) == ("double", "<double in xmm0: not captured>")
+    assert (shown[2]["returnType"], shown[2]["returnValue"]) == ("double", LATE)  # an exit without its xmm0
+    assert (shown[3]["returnValue"], "arguments" in shown[3]) == (8.5, False)
 
 
 # ---- against the registers of a real run -----------------------------------------------------------
@@ -365,19 +385,17 @@ EXPECTED: dict[str, tuple[list[Any], Any]] = {
     "scalars": ([-1, 4_000_000_000, -2, "x", True, "BLUE"], -1 + (4_000_000_000 - (1 << 32)) - 2 + 120 + 1 - 1),
     "widths": ([-7, 65000, -(1 << 50), 18_000_000_000_000_000_000], UNCHECKED),
     "pointers": ([UNCHECKED, UNCHECKED, None], 1 + ord("h")),
-    "floating": ([-5, "<double in xmm register: not captured>", 1 << 40, "<float in xmm register: not captured>",
-                  200], -5 + 1 + (1 << 40) + 2 + 200),
+    "floating": ([-5, 1.25, 1 << 40, 2.5, 200], -5 + 1 + (1 << 40) + 2 + 200),
     "by_pair": ([{"a": -3, "b": 4}, -6], -5),
     "by_tagged": ([{"id": 1 << 40, "code": 65535, "tag": "z"}, 8], (1 << 40) + 65535 + ord("z") + 8),
-    "by_mixed": ([{"id": -9, "weight": "<in xmm register: not captured>"}, 9], 2),
-    "by_floats": (["<struct in xmm register: not captured>", 10], 14),
-    "by_big": (["<struct passed in memory: not captured>", 11], 16),
-    "by_packed": (["<struct passed in memory: not captured>", 12], ord("k") + 77 + 12),
+    "by_mixed": ([{"id": -9, "weight": 2.5}, 9], 2),
+    "by_floats": ([{"x": 1.5, "y": 2.5}, 10], 14),
+    "by_big": ([{"v": [1, 2, 3, 4]}, 11], 16),
+    "by_packed": ([{"c": "k", "i": 77}, 12], ord("k") + 77 + 12),
     "by_flags": ([{"ready": 1, "count": 5, "level": -3}], 3),
     "by_nested": ([{"p": {"a": 10, "b": -20}, "s": -30}, 13], -27),
-    "many": ([1, 2, 3, 4, 5, 6, "<long int on the stack: not captured>", "<long int on the stack: not captured>"],
-             36),
-    "squeezed": ([1, 2, 3, 4, 5, "<struct on the stack: not captured>", 14], 15 + (1 << 40) + 14),
+    "many": ([1, 2, 3, 4, 5, 6, 7, 8], 36),
+    "squeezed": ([1, 2, 3, 4, 5, {"id": 1 << 40, "code": 65535, "tag": "z"}, 14], 15 + (1 << 40) + 14),
     "sum": ([3], 60),
     "nothing": ([15], UNCHECKED),
     "is_even": ([4], True),
@@ -387,16 +405,16 @@ EXPECTED: dict[str, tuple[list[Any], Any]] = {
     "letter": ([2], "c"),
     "greeting": ([], UNCHECKED),
     "nowhere": ([], None),
-    "half": ([17], "<double in xmm0: not captured>"),
+    "half": ([17], 8.5),
     "make_pair": ([18, 19], {"a": 18, "b": 19}),
-    "make_mixed": ([20], {"id": 20, "weight": "<in xmm0: not captured>"}),
+    "make_mixed": ([20], {"id": 20, "weight": 0.5}),
     "make_big": ([21], UNCHECKED),
-    "extended": (["<long double passed in memory: not captured>", 22], "<long double in st0: not captured>"),
-    "wide": ([1 << 70, 23], "<in rdx: not captured>"),
+    "extended": ([1.5, 22], "<long double in st0: not captured>"),
+    "wide": ([1 << 70, 23], (1 << 70) + 23),
 }
 
 EXPECTED_CPP: dict[str, tuple[list[Any], Any]] = {
-    "Counter::add": ([UNCHECKED, 4, "<double in xmm register: not captured>", -7], 0),
+    "Counter::add": ([UNCHECKED, 4, 0.5, -7], 0),
     "Counter::positive": ([UNCHECKED], True),
     "use_handle": ([UNCHECKED, 12], 23),
     "open_handle": ([13], UNCHECKED),
@@ -412,12 +430,17 @@ import gdb, json, os
 seen = {}
 def word(name):
     return int(gdb.parse_and_eval("$" + name)) & 0xFFFFFFFFFFFFFFFF
+def xmm(i):
+    return int(gdb.parse_and_eval("$xmm%d.v2_int64[0]" % i)) & 0xFFFFFFFFFFFFFFFF
+def stack(i):
+    return int(gdb.parse_and_eval("*(unsigned long *)($rsp + %d)" % (8 + 8 * i))) & 0xFFFFFFFFFFFFFFFF
 class Exit(gdb.FinishBreakpoint):
     def __init__(self, frame, name):
         super().__init__(frame, internal=True)
         self.function = name
     def stop(self):
         seen[self.function]["rax"] = word("rax")
+        seen[self.function]["exit"] = [word("rdx"), xmm(0), xmm(1)]
         return False
     def out_of_scope(self):
         pass
@@ -426,7 +449,8 @@ class Enter(gdb.Breakpoint):
         super().__init__("*" + name, internal=True)
         self.function = name
     def stop(self):
-        seen[self.function] = {"args": [word(r) for r in ("rdi", "rsi", "rdx", "rcx", "r8", "r9")]}
+        seen[self.function] = {"args": [word(r) for r in ("rdi", "rsi", "rdx", "rcx", "r8", "r9")]
+                                        + [xmm(i) for i in range(6)] + [stack(i) for i in range(6)]}
         Exit(gdb.newest_frame(), self.function)
         return False
 for name in os.environ["ABI_FUNCTIONS"].split(","):
@@ -438,7 +462,8 @@ with open(os.environ["ABI_OUT"], "w") as out:
 
 
 def run_under_gdb(binary: Path, names: list[str], tmp_path: Path) -> dict[str, Any]:
-    """The argument registers at the entry of each function and rax at its return, in a real run."""
+    """The words the agent captures at the entry of each function (integer argument registers, xmm0-5, six stack
+    words) and at its return (rax; rdx, xmm0, xmm1), in a real run."""
     if shutil.which("gdb") is None or not sys.platform.startswith("linux"):
         pytest.skip("gdb is not installed")
     tmp_path.mkdir(parents=True, exist_ok=True)
@@ -458,7 +483,7 @@ def check_run(binary: Path, expected: dict[str, tuple[list[Any], Any]], seen: di
     for name, (arguments, returned) in expected.items():
         plan = parse_plan(register_plan(str(binary), address_of(binary, name)))
         assert plan is not None, name
-        shown = plan.arguments(seen[name]["args"])
+        shown = plan.arguments([w - (1 << 64) if w >> 63 else w for w in seen[name]["args"]])
         assert len(shown) == len(arguments), name
         for got, wanted in zip(shown, arguments, strict=True):
             if wanted is UNCHECKED:  # an address
@@ -466,7 +491,8 @@ def check_run(binary: Path, expected: dict[str, tuple[list[Any], Any]], seen: di
             else:
                 assert got == wanted, name
         if returned is not UNCHECKED:
-            assert plan.return_value(seen[name]["rax"]) == returned, name
+            exit_words = [w - (1 << 64) if w >> 63 else w for w in seen[name]["exit"]]
+            assert plan.return_value(seen[name]["rax"], exit_words) == returned, name
 
 
 def test_plans_decode_the_registers_of_a_real_run(abi: Path, tmp_path: Path) -> None:

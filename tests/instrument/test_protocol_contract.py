@@ -202,9 +202,9 @@ RECORD_FIELD_OFFSETS = {"ts": "RECORD_TS", "tid": "RECORD_TID", "func": "RECORD_
 def test_record_constants_agree_with_the_agent_layout() -> None:
     layout: dict[str, int] = layout_facts()["constants"]
     host = {name: getattr(records, name) for name in dir(records)
-            if name.startswith(("KIND_", "FLAG_")) or name in ("RECORD_SIZE", "NO_PARENT")}
+            if name.startswith(("KIND_", "FLAG_", "WATCH_CAPTURE_")) or name in ("RECORD_SIZE", "NO_PARENT")}
     agent_side = {name: layout[name] for name in layout
-                  if name.startswith(("KIND_", "FLAG_")) or name in ("RECORD_SIZE", "NO_PARENT")}
+                  if name.startswith(("KIND_", "FLAG_", "WATCH_CAPTURE_")) or name in ("RECORD_SIZE", "NO_PARENT")}
     assert host == agent_side, "records.py and agent/src/native/layout.ts disagree"
 
 

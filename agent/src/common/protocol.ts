@@ -381,6 +381,7 @@ export interface FollowFunction {
   version: number;
   nodes: FollowNode[];
   slots: [string, number, number][];
+  capture?: number; // WATCH_CAPTURE_* bits: float, stack and second return registers its signature needs
 }
 
 export interface FollowRequest {

@@ -10,7 +10,15 @@
 // turns an access violation into an exception.
 
 import { FollowFunction, FollowNode } from "../common/protocol.js";
-import { KIND_ENTER, RECORD_ARG_SIZE, RECORD_ARGS, RECORD_KIND, WATCH_FOLLOW_ENTER, WATCH_FOLLOW_EXIT } from "./layout.js";
+import {
+  KIND_ENTER,
+  RECORD_ARG_SIZE,
+  RECORD_ARGS,
+  RECORD_KIND,
+  WATCH_CAPTURE,
+  WATCH_FOLLOW_ENTER,
+  WATCH_FOLLOW_EXIT,
+} from "./layout.js";
 
 const MAX_PENDING = 65536; // calls with followed values waiting to be drained; further ones are dropped
 const MAX_READS = 64; // pointees read per call, all arguments together
@@ -79,12 +87,18 @@ function shortString(address: NativePointer): string | null {
 
 export class ArgFollower {
   private plans = new Map<number, Plan>();
+  private capture = new Map<number, number>(); // WATCH_CAPTURE_* bits of a function, with its plan
   private pending = new Map<number, [number, Record<string, FollowedValue>]>();
   dropped = 0;
 
   // Add or replace the plans of these functions; an entry without slots stops following that function.
   configure(funcs: FollowFunction[]): void {
     for (const f of funcs) {
+      if (f.capture) {
+        this.capture.set(f.id, f.capture & WATCH_CAPTURE);
+      } else {
+        this.capture.delete(f.id);
+      }
       const enter = f.slots.filter((s) => s[1] !== RAX);
       const exit = f.slots.filter((s) => s[1] === RAX);
       if (enter.length === 0 && exit.length === 0) {
@@ -95,13 +109,15 @@ export class ArgFollower {
     }
   }
 
-  // Watch-mask bits for a function: follow on entry, on exit.
+  // Watch-mask bits for a function: follow on entry, on exit, and what its calls capture beyond the integer
+  // registers.
   mask(func: number): number {
     const plan = this.plans.get(func);
+    const capture = this.capture.get(func) ?? 0;
     if (plan === undefined) {
-      return 0;
+      return capture;
     }
-    return (plan.enter.length > 0 ? WATCH_FOLLOW_ENTER : 0) | (plan.exit.length > 0 ? WATCH_FOLLOW_EXIT : 0);
+    return capture | (plan.enter.length > 0 ? WATCH_FOLLOW_ENTER : 0) | (plan.exit.length > 0 ? WATCH_FOLLOW_EXIT : 0);
   }
 
   get active(): boolean {

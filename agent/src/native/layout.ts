@@ -18,18 +18,24 @@ export const RECORD_FUNC = 12; // u32 function id
 export const RECORD_KIND = 16; // u16 KIND_*
 export const RECORD_FLAGS = 18; // u16 FLAG_*
 export const RECORD_PARENT = 20; // u32 sequence number of the caller's enter record, NO_PARENT: none
-export const RECORD_ARGS = 24; // u64[RECORD_ARG_COUNT]: enter: argument registers; exit: [0] rax, [1] duration
+export const RECORD_ARGS = 24; // u64[RECORD_ARG_COUNT]: enter: argument registers; exit: [0] rax, [1] duration,
+// and with FLAG_EXT [2] rdx, [3] xmm0, [4] xmm1 (low 8 bytes)
 export const RECORD_ARG_COUNT = 6;
 export const RECORD_ARG_SIZE = 8;
 
 export const KIND_ENTER = 1;
 export const KIND_EXIT = 2;
 export const KIND_WATCH = 3; // native watch values of the record just after it; flags = slot mask
+// Argument words a function's signature needs beyond the integer registers (WATCH_CAPTURE_*): records placed
+// before their call's enter record (and its KIND_WATCH record), committed first, same tid and func.
+export const KIND_XMM = 4; // a[i]: the low 8 bytes of xmm<i> (float/double arguments; i < RECORD_ARG_COUNT)
+export const KIND_STACK = 5; // a[i]: the 8 bytes at rsp + 8 + 8 * i on entry (arguments passed on the stack)
 
 export const FLAG_SAMPLED = 1; // captured while the function was sampled
 export const FLAG_NATIVE_WATCH = 2; // the record just before is a KIND_WATCH record
 export const FLAG_JS_WATCH = 4; // JavaScript watch values travel under this record's sequence number
 export const FLAG_FOLLOWED = 8; // followed pointer values travel under this record's sequence number
+export const FLAG_EXT = 16; // enter: KIND_XMM/KIND_STACK records precede it; exit: a[2..4] hold rdx, xmm0, xmm1
 
 export const NO_PARENT = 0xffffffff;
 
@@ -55,6 +61,11 @@ export const WATCH_FOLLOW_ENTER = 0x20; // arguments are followed on entry
 export const WATCH_FOLLOW_EXIT = 0x40; // the return value is followed on exit
 export const WATCH_FOLLOW = WATCH_FOLLOW_ENTER | WATCH_FOLLOW_EXIT;
 export const WATCH_JS_WORK = WATCH_JS | WATCH_FOLLOW; // bits that call the JavaScript hook
+// What the function's signature needs captured besides the integer registers (set with its argument plan):
+export const WATCH_CAPTURE_XMM = 0x80; // a KIND_XMM record on entry
+export const WATCH_CAPTURE_STACK = 0x100; // a KIND_STACK record on entry
+export const WATCH_CAPTURE_RETURN = 0x200; // rdx, xmm0 and xmm1 in the exit record
+export const WATCH_CAPTURE = WATCH_CAPTURE_XMM | WATCH_CAPTURE_STACK | WATCH_CAPTURE_RETURN;
 // What on_enter leaves for on_leave (Invocation.flags): record flags in the low bits, the call's watch mask
 // from WATCH_SHIFT on, or INVOCATION_SKIP for a call sampling skips.
 export const WATCH_SHIFT = 8;
@@ -98,14 +109,14 @@ export const C_LAYOUT: Record<string, number> = {
   POINTER_SIZE,
   RECORD_SIZE, RECORD_TS, RECORD_TID, RECORD_FUNC, RECORD_KIND, RECORD_FLAGS, RECORD_PARENT, RECORD_ARGS,
   RECORD_ARG_COUNT, RECORD_ARG_SIZE,
-  KIND_ENTER, KIND_EXIT, KIND_WATCH,
-  FLAG_SAMPLED, FLAG_NATIVE_WATCH, FLAG_JS_WATCH, FLAG_FOLLOWED,
+  KIND_ENTER, KIND_EXIT, KIND_WATCH, KIND_XMM, KIND_STACK,
+  FLAG_SAMPLED, FLAG_NATIVE_WATCH, FLAG_JS_WATCH, FLAG_FOLLOWED, FLAG_EXT,
   NO_PARENT,
   RING_CAPACITY, RING_HEADROOM, COMMITTED_SIZE,
   MAX_FUNCTIONS, FSTATE_SIZE, FSTATE_WINDOW_START, FSTATE_CALLS, FSTATE_SAMPLING, FSTATE_SAMPLED_OUT,
   FSTATE_WATCH_MASK,
   NATIVE_WATCH_SLOTS, WATCH_NATIVE, WATCH_JS, WATCH_FOLLOW_ENTER, WATCH_FOLLOW_EXIT, WATCH_FOLLOW, WATCH_JS_WORK,
-  WATCH_SHIFT, INVOCATION_SKIP,
+  WATCH_CAPTURE_XMM, WATCH_CAPTURE_STACK, WATCH_CAPTURE_RETURN, WATCH_CAPTURE, WATCH_SHIFT, INVOCATION_SKIP,
   NATIVE_WATCH_SIZE, NATIVE_WATCH_ADDRESS, NATIVE_WATCH_WIDTH,
   NAMES_CAPACITY, THREAD_NAME_SIZE, THREAD_NAME_TID, THREAD_NAME_TEXT, THREAD_NAME_TEXT_SIZE,
   MAX_THREADS, MAX_DEPTH, THREAD_STACK_SIZE,

@@ -18,6 +18,11 @@
    record, committed first; other watches are read by a JavaScript callback (watches.ts) before the call's
    record is committed. The same callback follows pointer arguments and return values (follow.ts).
 
+   Arguments beyond the integer registers: a function whose signature has float/double parameters, or
+   parameters on the stack (past the sixth, structs passed in memory), gets WATCH_CAPTURE_* bits with its
+   argument plan; its calls then also write a KIND_XMM and/or a KIND_STACK record in the slots before theirs
+   (record_capture), and its exits rdx, xmm0 and xmm1 for values returned there. Other functions pay nothing.
+
    Hot functions: each function counts its calls per one-second window; past `hotCallsPerSecond` it records
    only one call in `sampleEvery` (enter and exit together) until a window stays below it.
 
@@ -78,6 +83,47 @@ record_watches (Record * r, guint32 index, guint32 wm)
       r->flags |= FLAG_FOLLOWED;
     shared.js_hook (r->func, index, r, wm);
   }
+}
+
+/* The argument words of a call that its signature needs beyond the integer registers (WATCH_CAPTURE_*), in the
+   slots just before the call's record r (and before its native watch slot, if any), committed first: `last` is
+   the highest of them. Frida's trampoline saved the caller's xmm registers (fxsave) and cpu->xmm points at
+   them, 16 bytes each; the stack arguments start above the return address. */
+static void
+record_capture (Record * r, guint32 last, guint32 wm, GumCpuContext * cpu)
+{
+  Record * e;
+  guint32 i;
+  if ((wm & WATCH_CAPTURE_STACK) != 0)
+  {
+    const guint64 * sp = (const guint64 *) GSIZE_TO_POINTER (cpu->rsp);
+    e = &shared.ring[last & (RING_CAPACITY - 1)];
+    e->ts = r->ts;
+    e->tid = r->tid;
+    e->func = r->func;
+    e->kind = KIND_STACK;
+    e->flags = 0;
+    e->parent = NO_PARENT;
+    for (i = 0; i != RECORD_ARG_COUNT; i++)
+      e->a[i] = sp[1 + i];
+    COMMIT (last);
+    last--;
+  }
+  if ((wm & WATCH_CAPTURE_XMM) != 0)
+  {
+    const guint64 * x = (const guint64 *) cpu->xmm;
+    e = &shared.ring[last & (RING_CAPACITY - 1)];
+    e->ts = r->ts;
+    e->tid = r->tid;
+    e->func = r->func;
+    e->kind = KIND_XMM;
+    e->flags = 0;
+    e->parent = NO_PARENT;
+    for (i = 0; i != RECORD_ARG_COUNT; i++)
+      e->a[i] = x[2 * i];
+    COMMIT (last);
+  }
+  r->flags |= FLAG_EXT;
 }
 
 gpointer
@@ -143,7 +189,7 @@ on_enter (GumInvocationContext * ic)
   ThreadStack * st;
   GumCpuContext * cpu;
   Record * r;
-  guint32 func, calls, index = 0, parent = NO_PARENT, depth, tid, wm;
+  guint32 func, calls, index = 0, parent = NO_PARENT, depth, tid, wm, native, ext;
 
   NOW (ts);
   inv = GUM_IC_GET_INVOCATION_DATA (ic, Invocation);
@@ -191,7 +237,9 @@ on_enter (GumInvocationContext * ic)
   if (calls > shared.follow_limit)
     wm &= ~WATCH_FOLLOW; /* following costs microseconds in JavaScript: past the limit, calls keep their addresses */
   inv->flags |= wm << WATCH_SHIFT;
-  RESERVE (r, index, (wm & WATCH_NATIVE) != 0 ? 2u : 1u);
+  native = (wm & WATCH_NATIVE) != 0 ? 1u : 0u;
+  ext = ((wm & WATCH_CAPTURE_XMM) != 0 ? 1u : 0u) + ((wm & WATCH_CAPTURE_STACK) != 0 ? 1u : 0u);
+  RESERVE (r, index, 1u + native + ext);
   if (st != NULL)
   {
     depth = st->depth;
@@ -218,6 +266,8 @@ on_enter (GumInvocationContext * ic)
   r->a[3] = cpu->rcx;
   r->a[4] = cpu->r8;
   r->a[5] = cpu->r9;
+  if (ext != 0)
+    record_capture (r, index - 1u - native, wm, cpu);
   if (wm != 0)
     record_watches (r, index, wm);
   COMMIT (index);
@@ -260,6 +310,15 @@ on_leave (GumInvocationContext * ic)
   r->parent = parent;
   r->a[0] = ic->cpu_context->rax;
   r->a[1] = ts - inv->enter_ts; /* in ticks until drain() */
+  if ((wm & WATCH_CAPTURE_RETURN) != 0)
+  {
+    /* The second integer return register and the two SSE ones (the low 8 bytes of each). */
+    const guint64 * x = (const guint64 *) ic->cpu_context->xmm;
+    r->a[2] = ic->cpu_context->rdx;
+    r->a[3] = x[0];
+    r->a[4] = x[2];
+    r->flags |= FLAG_EXT;
+  }
   if (wm != 0)
     record_watches (r, index, wm);
   COMMIT (index);

@@ -2,13 +2,15 @@
 
 Per newly hooked function, from its DWARF: the register plan (daemon/signatures.py), stored with the function
 so queries show typed arguments and return values, and the follow plan (daemon/follow.py), sent to the agent
-so pointers to structs and C strings are followed while calls are recorded. Calls recorded before a
-function's plans land keep their raw registers.
+so pointers to structs and C strings are followed while calls are recorded, with the register plan's
+`capture` bits (float registers, stack words, rdx/xmm returns its calls must record). Calls recorded before a
+function's plans land keep their integer registers; what they lack shows as not captured, saying why.
 
-When: at once, in the background, for binaries of at most EAGER_MAX_BYTES; for larger ones (where reading
-DWARF signatures takes seconds, see README "Performance") on the first verbose query, or when the process ends
-by itself, so that work never competes with hooking or with the next launch. A verbose query waits for
-planning in flight (up to its own limit).
+When: before the program runs for the functions staged patterns hook at launch (up to PLANS_BEFORE_RUN_S, so its
+first calls look like the others); at once, in the background, for binaries of at most EAGER_MAX_BYTES; for larger
+ones (where reading DWARF signatures takes seconds, see README "Performance") on the first verbose query, or when
+the process ends by itself, so that work never competes with hooking or with the next launch. A verbose query waits
+for planning in flight (up to its own limit).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from strobe.store import functions as store_functions
 log = logging.getLogger(__name__)
 
 EAGER_MAX_BYTES = 64 << 20  # binaries up to this size are planned as soon as they are hooked
+PLANS_BEFORE_RUN_S = 5.0  # a launch waits this long at most for its staged hooks' plans before the program runs
 DEFAULT_DEPTH = 3
 
 Write = Callable[[Callable[[Any], Any]], Awaitable[Any]]  # runs a function on the writer's connection
@@ -56,6 +59,7 @@ class ArgumentTypes:
         self._planned: dict[int, tuple[TraceableFunction, str]] = {}  # slot -> (function, register plan JSON)
         self._followed: set[int] = set()  # slots the agent follows pointers of
         self._wires: dict[int, dict[str, Any]] = {}  # slot -> its plan as last sent (for followed children)
+        self._capture: dict[int, int] = {}  # slot -> records.WATCH_CAPTURE_* bits its register plan asks for
         self._task: asyncio.Task[None] | None = None
         self._version = 0
 
@@ -106,7 +110,9 @@ class ArgumentTypes:
         ingest = self.ingest
         rows = [(ingest.slots[slot].db_key, plan) for slot, _, plan in planned if slot in ingest.slots]
         await self._write(lambda c: store_functions.set_signatures(c, rows))
-        widths = {slot: int(json.loads(plan).get("registers", 6)) for slot, _, plan in planned}
+        parsed = {slot: json.loads(plan) for slot, _, plan in planned}
+        widths = {slot: int(p.get("registers", 6)) for slot, p in parsed.items()}
+        self._capture.update((slot, int(p.get("capture", 0))) for slot, p in parsed.items())
 
         def widen() -> None:  # keep every register a plan reads (a struct may take two)
             for slot, width in widths.items():
@@ -128,14 +134,22 @@ class ArgumentTypes:
         version = self._version
         wires: list[dict[str, Any]] = []
         for slot, plan in follows:
+            capture = self._capture.get(slot, 0)
             if plan is not None:
                 self.decoder.add(slot, version, plan)
                 wires.append(plan.wire(slot, version))
                 self._followed.add(slot)
-                self._wires[slot] = wires[-1]
-            elif stop_others and slot in self._followed:
+            elif capture or (stop_others and slot in self._followed):
                 wires.append({"id": slot, "version": version, "nodes": [], "slots": []})
                 self._followed.discard(slot)
+            else:
+                continue
+            if capture:
+                wires[-1]["capture"] = capture
+                self._wires[slot] = wires[-1]
+            elif plan is not None:
+                self._wires[slot] = wires[-1]
+            else:
                 self._wires.pop(slot, None)
         if wires:
             await self._send_follow(wires)

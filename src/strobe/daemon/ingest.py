@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from strobe.instrument.records import (
+    FLAG_EXT,
     FLAG_FOLLOWED,
     FLAG_JS_WATCH,
     FLAG_NATIVE_WATCH,
@@ -27,7 +28,11 @@ from strobe.instrument.records import (
     KIND_EXIT,
     KIND_WATCH,
     NO_PARENT,
+    RETURN_WORDS,
+    WIDE_WORDS,
+    carried_tail,
     decode,
+    wide_words,
 )
 from strobe.store import counts
 from strobe.store.batches import ColumnGroup, EventBlock
@@ -213,6 +218,7 @@ class TraceIngest:
     _seqs: _SeqMap = field(default_factory=_SeqMap)
     watches: WatchVersions = field(default_factory=WatchVersions)
     _carried_watch: tuple[WatchValues, int, list[int]] | None = None  # native values whose call opens the next batch
+    _carried_ext: np.ndarray | None = None  # the last batch's closing capture/watch records (records.carried_tail)
     follow: FollowedValues | None = None
 
     def __post_init__(self) -> None:
@@ -252,7 +258,9 @@ class TraceIngest:
         if follow_values and self.follow is not None:
             self._follow_extras(extras, records, first_seq, follow_values)
         texts = {i: json.dumps(v, separators=(",", ":"), default=str) for i, v in extras.items() if v}
-        self.writer.submit_block(self._block(records, first_id, parents, texts))
+        wide = wide_words(records, self._carried_ext)
+        self._carried_ext = carried_tail(records)
+        self.writer.submit_block(self._block(records, first_id, parents, texts, wide))
         self.events += count
         if dropped != self.dropped or sampled_out != self.sampled_out:
             self.dropped, self.sampled_out = max(self.dropped, dropped), max(self.sampled_out, sampled_out)
@@ -314,11 +322,14 @@ class TraceIngest:
                     extras.setdefault(i, {})["followed"] = followed
 
     def _block(
-        self, records: np.ndarray, first_id: int, parents: np.ndarray, extras: dict[int, str] | None = None
+        self, records: np.ndarray, first_id: int, parents: np.ndarray, extras: dict[int, str] | None = None,
+        wide: np.ndarray | None = None,
     ) -> EventBlock:
         """The batch's rows, built column-wise: records that fill the same columns (kind; function known or
-        not; parent or none; sampled or not; number of argument registers) form one group, whose values
-        come out of numpy as one flat list. Nothing Python-level happens per record."""
+        not; parent or none; sampled or not; number of argument registers; words beyond the integer registers
+        or not) form one group, whose values come out of numpy as one flat list. Nothing Python-level happens
+        per record. `wide` (records.wide_words): the words of FLAG_EXT calls, stored as their args blob (an
+        enter's WIDE_WORDS, an exit's RETURN_WORDS: rdx, xmm0, xmm1)."""
         n = len(records)
         funcs = records["func"].astype(np.int64)
         table_keys, table_params = self.table.keys, self.table.params
@@ -335,11 +346,12 @@ class TraceIngest:
         extra = np.zeros(n, dtype=np.int64)
         if extras:
             extra[list(extras)] = 1
-        signature = ((kinds << 7) | (extra << 6) | ((keys >= 0) << 5) | ((parents >= 0) << 4) | (sampled << 3)
-                     | nargs)
-        signature[~(enters | exits)] = -1  # not a kind this version stores (KIND_WATCH: merged into its call)
+        widened = ((records["flags"] & FLAG_EXT) != 0).astype(np.int64) if wide is not None else 0
+        signature = ((kinds << 8) | (widened << 7) | (extra << 6) | ((keys >= 0) << 5) | ((parents >= 0) << 4)
+                     | (sampled << 3) | nargs)
+        signature[~(enters | exits)] = -1  # not a kind this version stores (KIND_WATCH etc.: merged into its call)
         groups: list[ColumnGroup] = []
-        for sig in np.flatnonzero(np.bincount(signature[signature >= 0], minlength=512)).tolist():
+        for sig in np.flatnonzero(np.bincount(signature[signature >= 0], minlength=1024)).tolist():
             rows = np.flatnonzero(signature == sig)
             columns = ["id", "ts", "tid"]
             arrays = [ids[rows], ts[rows], records["tid"][rows]]
@@ -349,10 +361,13 @@ class TraceIngest:
             if sig & 16:
                 columns.append("parent")
                 arrays.append(parents[rows])
-            if sig >> 7 == KIND_EXIT:
+            if sig >> 8 == KIND_EXIT:
                 columns += ["duration", "retval"]
                 arrays += [regs[rows, 1], regs[rows, 0]]
             width = sig & 7
+            source = regs
+            if sig & 128 and wide is not None:
+                width, source = (RETURN_WORDS if sig >> 8 == KIND_EXIT else WIDE_WORDS), wide
             if width:
                 columns.append("args")
                 arrays.append(np.zeros(len(rows), np.int64))  # a place for each row's blob
@@ -364,11 +379,11 @@ class TraceIngest:
                 matrix[:, j] = column
             values: list[Any] = matrix.ravel().tolist()
             if width:  # each enter's argument registers as a blob, trimmed to its function's parameter count
-                blobs = np.ascontiguousarray(regs[rows, :width]).view(np.dtype((np.void, 8 * width))).ravel()
+                blobs = np.ascontiguousarray(source[rows, :width]).view(np.dtype((np.void, 8 * width))).ravel()
                 values[columns.index("args")::len(columns)] = blobs.tolist()
             if sig & 64 and extras is not None:
                 values[len(columns) - 1::len(columns)] = [extras[i] for i in rows.tolist()]
-            constants = [("session", self.session), ("kind", sig >> 7), ("pid", self.pid)]
+            constants = [("session", self.session), ("kind", sig >> 8), ("pid", self.pid)]
             if sig & 8:
                 constants.append(("sampled", 1))
             groups.append(ColumnGroup(tuple(columns), tuple(constants), values))

@@ -4,9 +4,8 @@ work (all passed in, see SessionManager.create for the real ones):
 - Launching (daemon/launching.py): spawn or attach, record, hook staged patterns, resume;
 - Lifecycle (daemon/lifecycle.py): each process's end, the session settling and finishing, stop and kill;
 - LiveSessions (daemon/registry.py): the live sessions by id;
-- ChildFollowing (daemon/children.py) and Hooking (daemon/hooking.py): every process of a session — the launched
-  one and its followed children alike — gets the hooks and watches of its image;
-- CrashStorage (daemon/crash_store.py), SessionReads (daemon/reads.py), TestRuns (daemon/testruns.py).
+- ChildFollowing (daemon/children.py), Hooking (daemon/hooking.py): each process (launched or followed) gets the
+  hooks and watches of its image; CrashStorage (daemon/crash_store.py), SessionReads (daemon/reads.py), TestRuns.
 
 Everything a caller can ask about is in the store, written only through the Writer so that status changes land
 after the output that preceded them. Results are typed; mcp/ shapes what the client sees.
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from strobe.daemon.argtypes import PLANS_BEFORE_RUN_S
 from strobe.daemon.breakpoints import Breaking, under_line_breakpoints
 from strobe.daemon.children import GONE, ChildFollowing
 from strobe.daemon.crash_store import CrashStorage
@@ -235,8 +235,7 @@ class SessionManager:
 
     async def _apply_pending(self, pending: list[str], staged: list[dict[str, Any]], live: LiveSession) -> list[str]:
         """Hook the staged patterns, then arm the staged breakpoints, before the process runs its first instruction."""
-        warnings = await self._hook_pending(pending, live)
-        return warnings + await self.breaking.apply_staged(live, staged)
+        return await self._hook_pending(pending, live) + await self.breaking.apply_staged(live, staged)
 
     async def _hook_pending(self, pending: list[str], live: LiveSession) -> list[str]:
         if not pending:
@@ -252,6 +251,8 @@ class SessionManager:
                     "with debug info)."]
         warnings = plan.warnings + await self.hooking.sync(live, live.root, plan.desired)
         live.trace.patterns = plan.patterns
+        if live.types is not None:  # every call, the first included, recorded with what its signature needs
+            await live.types.wait(PLANS_BEFORE_RUN_S)
         return warnings
 
     async def _attach_test(self, pid: int, program: str, project_root: str, patterns: list[str],

@@ -1,28 +1,35 @@
-"""Register plans: where each parameter and the return value of a traced function sit in the registers the
-agent captures, and how to show them (System V x86-64 calling convention, Itanium C++ ABI).
+"""Register plans: where each parameter and the return value of a traced function sit in the registers and
+stack words the agent captures, and how to show them (System V x86-64 calling convention, Itanium C++ ABI).
 
-The agent records the six integer argument registers (rdi, rsi, rdx, rcx, r8, r9) on entry and rax on exit.
-`register_plan(module, static_address)` reads the function's DWARF signature and works out, per parameter,
-which of those registers hold which bytes of it, as JSON the store decodes at query time (store/registers.py):
+The agent records the six integer argument registers (rdi, rsi, rdx, rcx, r8, r9) on entry and rax on exit;
+a function whose plan says so (`capture`, records.WATCH_CAPTURE_* bits, sent to the agent with its follow
+plan) also gets the low 8 bytes of xmm0-xmm5 and six stack words (rsp + 8 ... rsp + 48) on entry, and rdx,
+xmm0 and xmm1 on exit. `register_plan(module, static_address)` reads the function's DWARF signature and works
+out, per parameter, which of those hold which bytes of it, as JSON the store decodes at query time
+(store/registers.py):
 
     {"params": [{"name": "count", "type": "int", "value": {"kind": "int", "size": 4},
                  "pieces": [{"at": 0, "size": 4, "reg": "rdi"}]},
-                {"name": "scale", "type": "double", "note": "<double in xmm register: not captured>"}],
+                {"name": "scale", "type": "double", "value": {"kind": "float", "size": 8},
+                 "pieces": [{"at": 0, "size": 8, "reg": "xmm0"}]}],
      "returns": {"type": "long int", "value": {"kind": "int", "size": 8}, "pieces": [...rax...]},
-     "variadic": false, "registers": 1}
+     "variadic": false, "registers": 1, "capture": 128}
 
-A piece fills bytes [at, at + size) of the value from the low bytes of a register ("reg"), or says why they
-are not available ("missing"). `value` is the value's layout in a compact form: kind (int, uint, bool, char,
-float, pointer, enum, struct, array, bytes, opaque), size, and per kind fields/element/names. `registers`
-is how many argument registers the plan reads (a struct may take two, a hidden return pointer one).
+A piece fills bytes [at, at + size) of the value from the low bytes of a register or captured stack word ("reg":
+rdi…r9, xmm0…xmm5, stack0…stack5 on entry; rax, rdx, xmm0, xmm1 on exit), or says why they are not available
+("missing": xmm6-7, stack arguments past 48 bytes, the upper half of a vector register). `value` is the value's
+layout in a compact form: kind (int, uint, bool, char, float, pointer, enum, struct, array, bytes, opaque), size,
+and per kind fields/element/names. `registers` is how many argument registers the plan reads (a struct may take two,
+a hidden return pointer one).
 
-Which eightbytes of a value travel in integer registers, xmm registers, x87 registers or memory is worked
-out by daemon/passing.py (SysV §3.2.3, and Rust's own ABI for Rust aggregates); whether a C++ class travels
-through a hidden reference whatever its size (not trivially copyable: a user destructor or copy/move
-constructor, virtual functions) by daemon/function_dies.py. This module assigns the registers in order: an
-argument goes on the stack whole when its registers do not fit; a struct returned in memory takes rdi for the
-hidden return pointer (before `this`) and rax holds that address on return; a value whose convention is
-unknown (a Rust enum with data) stops the decoding of the integer registers after it.
+Which eightbytes of a value travel in integer registers, xmm registers, x87 registers or memory is worked out by
+daemon/passing.py (SysV §3.2.3, and Rust's own ABI for Rust aggregates); whether a C++ class travels through a
+hidden reference whatever its size (not trivially copyable: a user destructor or copy/move constructor, virtual
+functions) by daemon/function_dies.py. This module assigns the registers in order: an argument goes on the stack
+whole when its registers do not fit (and so do values passed in memory: structs over 16 bytes, long double), each
+stack argument 8-byte aligned (16 for 16-aligned types); a struct returned in memory takes rdi for the hidden return
+pointer (before `this`) and rax holds that address on return; a value whose convention is unknown (a Rust enum with
+data) stops the decoding of the integer registers after it.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ from strobe.daemon.passing import (
     sysv_passing,
 )
 from strobe.errors import StrobeError
+from strobe.instrument.records import WATCH_CAPTURE_RETURN, WATCH_CAPTURE_STACK, WATCH_CAPTURE_XMM
 from strobe.symbols.dwarf_forms import DECODE_ERRORS
 from strobe.symbols.elf import open_elf, read_symbol_table
 from strobe.symbols.signatures import FunctionSignature
@@ -123,12 +131,10 @@ class _Planner:
 
     def plan(self) -> dict[str, Any]:
         sig = self.signature
-        gpr, sse = 0, 0
         returns, sret, unsure = self._returns()
-        if sret:
-            gpr = 1  # the hidden return pointer, before `this`
+        regs = _Registers(gpr=1 if sret else 0)  # the hidden return pointer comes before `this`
         params: list[dict[str, Any]] = []
-        lost: str | None = None  # why later integer registers cannot be told apart
+        lost: str | None = None  # why later registers cannot be told apart
         if unsure:
             lost = "<not decoded: the return value may take the first register>"
         for i, param in enumerate(sig.params):
@@ -143,33 +149,20 @@ class _Planner:
                 lost = "<not decoded: an earlier parameter's registers are unknown>"
                 entry["note"] = "<not decoded: passed by the compiler's own convention>"
                 continue
-            ints = sum(1 for _, _, c in passing.parts if c == INT)
-            sses = sum(1 for _, _, c in passing.parts if c == SSE)
-            what = _what(param.layout)
-            if passing.memory or passing.x87:
-                entry["note"] = f"<{what} passed in memory: not captured>"
-            elif gpr + ints > len(GPRS) or sse + sses > _SSE_REGS:
-                entry["note"] = f"<{what} on the stack: not captured>"
-            elif not passing.parts:
+            if not passing.parts and not passing.memory and not passing.x87:
                 entry["value"] = _spec(param.layout)  # an empty struct: nothing to pass
                 entry["pieces"] = []
-            elif ints == 0:
-                sse += sses
-                entry["note"] = f"<{what} in xmm register{'s' if sses > 1 else ''}: not captured>"
-            else:
-                pieces: list[dict[str, Any]] = []
-                for at, size, cls in passing.parts:
-                    if cls == INT:
-                        pieces.append({"at": at, "size": size, "reg": GPRS[gpr]})
-                        gpr += 1
-                    else:
-                        sse += 1
-                        pieces.append({"at": at, "size": size, "missing": "<in xmm register: not captured>"})
-                value = _POINTER if passing.reference else _spec(param.layout)
-                entry.update(value=value, pieces=pieces)
-                if passing.reference:
-                    entry["reference"] = True
-        return {"params": params, "returns": returns, "variadic": sig.variadic, "registers": gpr}
+                continue
+            pieces = regs.assign(passing, param.layout)
+            value = _POINTER if passing.reference else _spec(param.layout)
+            entry.update(value=value, pieces=pieces)
+            if passing.reference:
+                entry["reference"] = True
+        capture = regs.capture | (returns.pop("capture", 0))
+        out = {"params": params, "returns": returns, "variadic": sig.variadic, "registers": regs.gpr}
+        if capture:
+            out["capture"] = capture
+        return out
 
     # --- return value ----------------------------------------------------------------------------
     def _returns(self) -> tuple[dict[str, Any], bool, bool]:
@@ -193,17 +186,13 @@ class _Planner:
         if not passing.parts:
             out.update(value=_spec(layout), pieces=[])
             return out, False, False
-        if not any(cls == INT for _, _, cls in passing.parts):
-            out["note"] = f"<{what} in xmm0: not captured>"
-            return out, False, False
         pieces: list[dict[str, Any]] = []
         int_regs, sse_regs = iter(("rax", "rdx")), iter(("xmm0", "xmm1"))
         for at, size, cls in passing.parts:
             reg = next(int_regs) if cls == INT else next(sse_regs)
-            if reg == "rax":
-                pieces.append({"at": at, "size": size, "reg": reg})
-            else:
-                pieces.append({"at": at, "size": size, "missing": f"<in {reg}: not captured>"})
+            pieces += _register_pieces(at, size, reg)
+        if any(p.get("reg") != "rax" for p in pieces):
+            out["capture"] = WATCH_CAPTURE_RETURN
         out.update(value=_spec(layout), pieces=pieces)
         return out, False, False
 
@@ -254,6 +243,74 @@ class _Planner:
 
 
 _POINTER = {"kind": "pointer", "size": 8}
+_XMM_CAPTURED = 6  # xmm0-5: the words of a KIND_XMM record
+_STACK_CAPTURED = 6  # stack words of a KIND_STACK record (48 bytes from rsp + 8)
+
+
+class _Registers:
+    """Where the next argument goes (SysV §3.2.3): integer registers, xmm registers, or the stack, an argument
+    whose registers do not all fit going on the stack whole; and what its calls must capture for that."""
+
+    def __init__(self, gpr: int) -> None:
+        self.gpr = gpr
+        self.sse = 0
+        self.stack = 0  # bytes of stack arguments so far (from rsp + 8 on entry)
+        self.capture = 0
+
+    def assign(self, passing: Passing, layout: ValueLayout) -> list[dict[str, Any]]:
+        ints = sum(1 for _, _, c in passing.parts if c == INT)
+        sses = sum(1 for _, _, c in passing.parts if c == SSE)
+        if passing.memory or passing.x87 or self.gpr + ints > len(GPRS) or self.sse + sses > _SSE_REGS:
+            return self._on_stack(layout)
+        pieces: list[dict[str, Any]] = []
+        for at, size, cls in passing.parts:
+            if cls == INT:
+                pieces.append({"at": at, "size": size, "reg": GPRS[self.gpr]})
+                self.gpr += 1
+            else:
+                if self.sse < _XMM_CAPTURED:
+                    pieces += _register_pieces(at, size, f"xmm{self.sse}")
+                    self.capture |= WATCH_CAPTURE_XMM
+                else:
+                    pieces.append({"at": at, "size": size,
+                                   "missing": f"<in xmm{self.sse}: not captured (Strobe keeps xmm0-xmm5)>"})
+                self.sse += 1
+        return pieces
+
+    def _on_stack(self, layout: ValueLayout) -> list[dict[str, Any]]:
+        """The value's eightbytes in the stack words its calls capture (SysV: each argument 8-aligned, 16 for
+        16-aligned types, in order)."""
+        align = 16 if _alignment(layout) > 8 else 8
+        start = (self.stack + align - 1) // align * align
+        size = layout.size
+        self.stack = start + (size + 7) // 8 * 8
+        pieces: list[dict[str, Any]] = []
+        for at in range(0, size, 8):
+            word = (start + at) // 8
+            width = min(8, size - at)
+            if word < _STACK_CAPTURED:
+                pieces.append({"at": at, "size": width, "reg": f"stack{word}"})
+                self.capture |= WATCH_CAPTURE_STACK
+            else:
+                pieces.append({"at": at, "size": width, "missing": "<on the stack past the first "
+                               f"{8 * _STACK_CAPTURED} bytes of stack arguments: not captured>"})
+        return pieces
+
+
+def _register_pieces(at: int, size: int, reg: str) -> list[dict[str, Any]]:
+    """A part in one register: only the low 8 bytes of an xmm register are captured."""
+    if size <= 8:
+        return [{"at": at, "size": size, "reg": reg}]
+    return [{"at": at, "size": 8, "reg": reg},
+            {"at": at + 8, "size": size - 8, "missing": f"<upper half of {reg}: not captured>"}]
+
+
+def _alignment(layout: ValueLayout) -> int:
+    if layout.kind == "struct":
+        return max((_alignment(f.layout) for f in layout.fields), default=1)
+    if layout.kind == "array" and layout.element is not None:
+        return _alignment(layout.element)
+    return min(max(layout.size, 1), 16)
 
 
 def _what(layout: ValueLayout) -> str:

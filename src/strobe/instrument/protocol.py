@@ -374,6 +374,7 @@ class FollowFunction(TypedDict):
     version: int
     nodes: list[FollowNode]
     slots: list[tuple[str, int, int]]
+    capture: NotRequired[int]  # records.WATCH_CAPTURE_* bits its signature needs (float, stack, rdx/xmm returns)
 
 
 class FollowRequest(TypedDict):

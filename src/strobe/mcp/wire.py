@@ -170,5 +170,7 @@ def _typed(
             out.pop("arguments", None)
     elif kind is EventKind.FUNCTION_EXIT and (retval is None or isinstance(retval, int)):
         out.pop("returnValue", None)
+        out.pop("arguments", None)  # an exit's stored words are its rdx, xmm0 and xmm1, read through the plan
         if plan.returns_value and retval is not None:
-            out["returnValue"] = followed.get("r", plan.return_value(retval))
+            words = words_of(args) if isinstance(args, bytes) else []
+            out["returnValue"] = followed.get("r", plan.return_value(retval, words))

@@ -1,20 +1,21 @@
 """Captured registers shown through a function's register plan (its `functions.signature` JSON, written by
-daemon/signatures.py): arguments from the six integer argument registers of a function_enter, the return
-value from rax of a function_exit.
+daemon/signatures.py): arguments from the six integer argument registers of a function_enter (and xmm0-5 and
+six stack words when its function captures them), the return value from rax of a function_exit (and rdx,
+xmm0, xmm1).
 
     plan = parse_plan(text)                 # None for a missing or unreadable plan
     plan.arguments(words)                   # one value per parameter, in order
     plan.names, plan.types                  # parameter names and DWARF type names
     plan.return_type, plan.returns_value    # "void" (and no value) for a void function
-    plan.return_value(rax)
+    plan.return_value(rax, words)           # words: the exit's captured rdx, xmm0, xmm1, if any
 
 A plan piece fills bytes [at, at + size) of a value from the low bytes of a register, so an int of -1 whose
 register holds 0x00000000ffffffff, or garbage above a bool's low byte, shows right. Values follow the
 serialization rules of typed reads: ints and floats as numbers, bools, chars as one-character strings,
 pointers as "0x..." hex or null, enums by name (the number when no name matches), structs as
-{field: value}, char arrays as strings. What the registers do not hold (a double in an xmm register, an
-argument on the stack, the second half of a value returned in rdx:rax) shows as a "<...: not captured>"
-note saying where it was.
+{field: value}, char arrays as strings. What was not captured (xmm6-7, stack arguments past 48 bytes, a call
+recorded before its function's plan asked for more than the integer registers) shows as a
+"<...: not captured>" note saying why.
 
 Without a plan (a function with no DWARF signature) the registers show raw, the native runtime's value
 renderer (daemon/runtimes/native.py) is built on these:
@@ -33,6 +34,12 @@ from dataclasses import dataclass
 from typing import Any
 
 ARGUMENT_REGISTERS = ("rdi", "rsi", "rdx", "rcx", "r8", "r9")
+# An enter's stored words in order (records.WIDE_WORDS when its function captures more), an exit's extra words.
+_ENTRY_WORDS = (*ARGUMENT_REGISTERS, *(f"xmm{i}" for i in range(6)), *(f"stack{i}" for i in range(6)))
+_EXIT_WORDS = ("rdx", "xmm0", "xmm1")
+_ENTRY_LATE = frozenset(_ENTRY_WORDS[6:])
+_EXIT_LATE = frozenset(_EXIT_WORDS)
+_LATE = "<not captured: recorded before the function's argument plan reached the program>"
 _MASK = (1 << 64) - 1
 _FLOATS = {2: "<e", 4: "<f", 8: "<d"}
 _NOT_RECORDED = "<not captured>"
@@ -57,8 +64,9 @@ class _Slot:
         pieces = tuple(p for p in raw.get("pieces", ()) if isinstance(p, dict))
         return cls(None, value, pieces)
 
-    def show(self, registers: Mapping[str, int]) -> Any:
-        """The value, from the captured registers by name."""
+    def show(self, registers: Mapping[str, int], late: frozenset[str] = frozenset()) -> Any:
+        """The value, from the captured registers by name; `late`: the registers a call lacks only when it was
+        recorded before its plan's capture bits were set."""
         if self.value is None:
             return self.note
         size = int(self.value.get("size", 0))
@@ -70,9 +78,11 @@ class _Slot:
             end = min(at + width, size)
             if at >= end:
                 continue
-            word = registers.get(str(piece.get("reg")))
+            reg = str(piece.get("reg"))
+            word = registers.get(reg)
             if word is None:
-                missing.append((at, end, str(piece.get("missing") or _NOT_RECORDED)))
+                why = piece.get("missing") or (_LATE if reg in late else _NOT_RECORDED)
+                missing.append((at, end, str(why)))
                 continue
             data[at:end] = (word & _MASK).to_bytes(8, "little")[: end - at]
             covered[at:end] = b"\x01" * (end - at)
@@ -97,13 +107,17 @@ class RegisterPlan:
         self.variadic = bool(raw.get("variadic", False))
 
     def arguments(self, words: Sequence[int]) -> list[Any]:
-        """The parameters' values from the argument registers captured on entry (rdi first; fewer when the
-        recording kept fewer)."""
-        registers = dict(zip(ARGUMENT_REGISTERS, words, strict=False))
-        return [slot.show(registers) for slot in self._params]
+        """The parameters' values from the words captured on entry: the integer argument registers (rdi first;
+        fewer when the recording kept fewer), then xmm0-5 and six stack words when the call captured them."""
+        registers = dict(zip(_ENTRY_WORDS, words, strict=False))
+        return [slot.show(registers, _ENTRY_LATE) for slot in self._params]
 
-    def return_value(self, rax: int | None) -> Any:
-        return self._returns.show({} if rax is None else {"rax": rax})
+    def return_value(self, rax: int | None, words: Sequence[int] = ()) -> Any:
+        """The return value from rax and, when the call captured them, the exit's rdx, xmm0 and xmm1."""
+        registers = dict(zip(_EXIT_WORDS, words, strict=False))
+        if rax is not None:
+            registers["rax"] = rax
+        return self._returns.show(registers, _EXIT_LATE)
 
 
 def parse_plan(text: str | None) -> RegisterPlan | None:
@@ -258,10 +272,23 @@ def _enum(spec: dict[str, Any], number: int) -> Any:
 def _float(raw: bytes) -> float | str | None:
     fmt = _FLOATS.get(len(raw))
     if fmt is None:
-        return raw.hex(" ")
+        return _extended(raw) if len(raw) in (10, 12, 16) else raw.hex(" ")
     value = float(struct.unpack(fmt, raw)[0])
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
         return "Infinity" if value > 0 else "-Infinity"
     return value
+
+
+def _extended(raw: bytes) -> float | str:
+    """An x87 80-bit extended value (long double, stored in 10 of its 12 or 16 bytes), as the nearest double."""
+    mantissa = int.from_bytes(raw[:8], "little")
+    top = int.from_bytes(raw[8:10], "little")
+    sign, exponent = -1.0 if top >> 15 else 1.0, top & 0x7FFF
+    if exponent == 0x7FFF:
+        return "NaN" if mantissa << 1 & _MASK else ("-Infinity" if sign < 0 else "Infinity")
+    try:
+        return sign * math.ldexp(mantissa, (exponent or 1) - 16383 - 63)
+    except OverflowError:
+        return "-Infinity" if sign < 0 else "Infinity"

@@ -10,6 +10,7 @@ typedef struct {
   guint64 rip;
   guint64 r15, r14, r13, r12, r11, r10, r9, r8;
   guint64 rdi, rsi, rbp, rsp, rbx, rdx, rcx, rax;
+  gpointer xmm; /* the saved xmm registers, 16 bytes each (Frida's trampoline fxsaves them) */
 } GumCpuContext;
 
 typedef struct {
