@@ -23,7 +23,8 @@ What a SourceLocation holds:
 
 Nothing is read until the first call for a file; then the file's DWARF sections are kept, and each compile
 unit's line program is decoded the first time an address needs it. Everything is cached per file (path,
-size, mtime), and locate() is safe to call from several threads. This module puts the parts together: the
+size, mtime, and its separate debug file: symbols/debug_files.py), and locate() is safe to call from several
+threads. This module puts the parts together: the
 range tables and their readers are in strobe.symbols.code_ranges, the line-program decoder in
 strobe.symbols.dwarf_line_rows.
 """
@@ -40,7 +41,9 @@ from pathlib import Path
 import numpy as np
 
 from strobe.errors import ValidationError
+from strobe.symbols import debug_files
 from strobe.symbols.code_ranges import Ranges, code_ranges, read_aranges, section_data, unit_ranges
+from strobe.symbols.debug_files import PerDebugFile
 from strobe.symbols.demangle import demangle
 from strobe.symbols.dwarf_forms import (
     DECODE_ERRORS,
@@ -54,9 +57,8 @@ from strobe.symbols.dwarf_line_rows import END_OF_SEQUENCE, LineRows, decode_lin
 from strobe.symbols.dwarf_lines import line_table_files
 from strobe.symbols.dwarf_scan import list_units
 from strobe.symbols.dwarf_unit import DwarfSections, Unit
-from strobe.symbols.elf import SECTION_ERRORS, SymbolTable, open_elf, read_dwarf_sections, read_symbol_table
+from strobe.symbols.elf import SECTION_ERRORS, SymbolTable, read_dwarf_sections, read_symbol_table
 from strobe.symbols.index import FunctionIndex, build_index
-from strobe.symbols.per_file import PerFile
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +146,8 @@ _MAX_BINARIES = 16  # the files most recently asked about stay cached (each keep
 
 
 def _binary(path: str | Path) -> _Binary | None:
-    """The shared _Binary of `path` (a new one when the file changed since), None if it does not exist.
+    """The shared _Binary of `path` (a new one when the file or its separate debug file changed since), None if it
+    does not exist.
     Nothing is read here: the first locate() of the _Binary reads the file, under the _Binary's own lock."""
     return _BINARIES.get(path)
 
@@ -187,16 +190,16 @@ class _Binary:
         """Read the executable sections' ranges, the DWARF sections and the symbol tables; False if the
         file is not a readable ELF file. Damaged DWARF or symbol tables only leave those parts out."""
         try:
-            with open_elf(self.path) as elf:
-                self.code = code_ranges(elf)
+            with debug_files.open_dwarf_elf(self.path) as (elf, dwarf_elf):
+                self.code = code_ranges(elf)  # a separate debug file's code sections are NOBITS: the binary's
                 try:
-                    self.sections = read_dwarf_sections(elf)
-                    self.aranges_data = section_data(elf, ".debug_aranges")
+                    self.sections = read_dwarf_sections(dwarf_elf)
+                    self.aranges_data = section_data(dwarf_elf, ".debug_aranges")
                 except SECTION_ERRORS as exc:
                     log.warning("cannot read the DWARF sections of %s (%s): no source lines", self.path, exc)
                     self.sections, self.aranges_data = None, b""
                 try:
-                    self.symbols = read_symbol_table(elf)
+                    self.symbols = read_symbol_table(elf, dwarf_elf)
                 except SECTION_ERRORS as exc:
                     log.warning("cannot read the symbol tables of %s (%s)", self.path, exc)
         except (ValidationError, *SECTION_ERRORS) as exc:
@@ -419,7 +422,7 @@ class _Binary:
         return rows
 
 
-_BINARIES: PerFile[_Binary] = PerFile(_Binary, _MAX_BINARIES)
+_BINARIES: PerDebugFile[_Binary] = PerDebugFile(_Binary, _MAX_BINARIES)
 
 
 def _row_key(rows: LineRows, i: int) -> tuple[int, int] | None:

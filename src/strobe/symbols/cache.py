@@ -416,14 +416,15 @@ def decode(payload: bytes) -> FunctionTable:
 # --- SQLite ------------------------------------------------------------------------------------------
 
 
-def cache_key(build_id: str | None, path: str | Path) -> str:
+def cache_key(build_id: str | None, path: str | Path, debug_file: str | None = None) -> str:
     """Build id plus file size (`strip` keeps the build id, so a stripped copy must not share the entry);
-    without a build id, the resolved path, size and modification time."""
+    without a build id, the resolved path, size and modification time. `debug_file`: the identity of the
+    separate debug file the DWARF comes from (path, size, mtime), so finding one later makes a new entry."""
     resolved = Path(path).resolve()
     stat = resolved.stat()
-    if build_id:
-        return f"build-id:{build_id}:{stat.st_size}"
-    return f"file:{resolved}:{stat.st_size}:{stat.st_mtime_ns}"
+    key = (f"build-id:{build_id}:{stat.st_size}" if build_id
+           else f"file:{resolved}:{stat.st_size}:{stat.st_mtime_ns}")
+    return f"{key}:debug:{debug_file}" if debug_file else key
 
 
 @contextlib.contextmanager

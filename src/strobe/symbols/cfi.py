@@ -14,7 +14,8 @@ registers are in `lost`.
 
 The entries are parsed with pyelftools once per file (tens of ms for a small program, ~0.3 s for libc), kept for the
 16 files most recently asked about (symbols/per_file.py); each FDE's rows are decoded the first time an address needs
-them.
+them. A binary with no call frame information of its own (no .eh_frame) has its separate debug file's .debug_frame
+read (symbols/debug_files.py).
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ from elftools.dwarf.callframe import FDE, RegisterRule
 from elftools.dwarf.constants import DW_CFA
 
 from strobe.errors import ValidationError
+from strobe.symbols import debug_files
+from strobe.symbols.debug_files import PerDebugFile
 from strobe.symbols.dwarf_forms import DECODE_ERRORS
 from strobe.symbols.elf import SECTION_ERRORS, open_elf
-from strobe.symbols.per_file import PerFile
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +71,15 @@ class _FrameTable:
                     dwarf = elf.get_dwarf_info(relocate_dwarf_sections=False)
                     source = dwarf.EH_CFI_entries() if dwarf.has_EH_CFI() else (
                         dwarf.CFI_entries() if dwarf.has_CFI() else [])
-                    self.entries = [(int(e["initial_location"]), int(e["initial_location"] + e["address_range"]), e)
-                                    for e in source if isinstance(e, FDE)]
+                    self.entries = _fdes(source)
+            if not self.entries:  # none in the binary: its separate debug file's .debug_frame (never its .eh_frame,
+                found = debug_files.locate(path)  # NOBITS there like every loaded section)
+                if found.separate and found.path is not None:
+                    with open_elf(found.path) as debug:
+                        frame = debug.get_section_by_name(".debug_frame")
+                        if frame is not None and frame["sh_type"] != "SHT_NOBITS":
+                            dwarf = debug.get_dwarf_info(relocate_dwarf_sections=False)
+                            self.entries = _fdes(dwarf.CFI_entries() if dwarf.has_CFI() else [])
         except _CFI_ERRORS as exc:  # nothing can be unwound through this file
             log.info("no call frame information read from %s: %s", path, exc)
         self.entries.sort(key=lambda e: e[0])
@@ -108,6 +117,11 @@ class _FrameTable:
         except (*_CFI_ERRORS, KeyError) as exc:  # a malformed FDE: as if there were none
             log.info("%s: an unreadable frame description entry: %s", self.path, exc)
             return []
+
+
+def _fdes(source: Any) -> list[tuple[int, int, Any]]:
+    return [(int(e["initial_location"]), int(e["initial_location"] + e["address_range"]), e)
+            for e in source if isinstance(e, FDE)]
 
 
 def _rule(row: dict[Any, Any], return_register: int) -> UnwindRule:
@@ -151,4 +165,4 @@ def has_unwind_info(path: str, address: int) -> bool:
     return table is not None and table.entry(address) is not None
 
 
-_TABLES: PerFile[_FrameTable] = PerFile(_FrameTable, _MAX_FILES)
+_TABLES: PerDebugFile[_FrameTable] = PerDebugFile(_FrameTable, _MAX_FILES)

@@ -83,10 +83,12 @@ def split(units: list[Unit], parts: int) -> list[tuple[int, int]]:
 
 class Scan:
     """A scan of every unit of `sections` (read from `path`): `start` it (worker processes, when worthwhile,
-    begin at once), then `finish` it in this process with the symbol table. `close` stops the workers."""
+    begin at once), then `finish` it in this process with the symbol table. `close` stops the workers.
+    `binary`: when `path` is a separate debug file, the binary it describes (workers read its symbol tables)."""
 
-    def __init__(self, path: str | Path, sections: DwarfSections) -> None:
+    def __init__(self, path: str | Path, sections: DwarfSections, binary: str | None = None) -> None:
         self.path = path
+        self.binary = binary
         self.sections = sections
         self.units, self.failed_headers = list_units(sections)
         # What a single scan ends with: the tombstone address depends on it.
@@ -100,7 +102,7 @@ class Scan:
             self.spans = split(self.units, count)
         if len(self.spans) >= 2:
             stat = os.stat(path)
-            self.workers = [_start(path, span, self.address_size, stat.st_size, stat.st_mtime_ns)
+            self.workers = [_start(path, span, self.address_size, stat.st_size, stat.st_mtime_ns, binary)
                             for span in self.spans[1:]]
 
     def finish(self, symbols: SymbolNames, demangler: Demangler) -> list[Part]:
@@ -140,13 +142,15 @@ class Scan:
         self.workers = [None] * len(self.workers)
 
 
-def start(path: str | Path, sections: DwarfSections) -> Scan:
-    return Scan(path, sections)
+def start(path: str | Path, sections: DwarfSections, binary: str | None = None) -> Scan:
+    return Scan(path, sections, binary)
 
 
-def scan_parts(path: str | Path, sections: DwarfSections, symbols: SymbolNames, demangler: Demangler) -> list[Part]:
-    """The parts of every unit of `sections` (read from `path`), scanned in one or several processes."""
-    return start(path, sections).finish(symbols, demangler)
+def scan_parts(path: str | Path, sections: DwarfSections, symbols: SymbolNames, demangler: Demangler,
+               binary: str | None = None) -> list[Part]:
+    """The parts of every unit of `sections` (read from `path`; `binary`: the binary a separate debug file
+    describes), scanned in one or several processes."""
+    return start(path, sections, binary).finish(symbols, demangler)
 
 
 # The worker's command line (not `-m`: the package imports this module, and runpy would warn).
@@ -177,12 +181,13 @@ class _Worker:
         self.reader.join()
 
 
-def _start(path: str | Path, span: tuple[int, int], address_size: int, size: int, mtime_ns: int) -> _Worker | None:
+def _start(path: str | Path, span: tuple[int, int], address_size: int, size: int, mtime_ns: int,
+           binary: str | None = None) -> _Worker | None:
     package_root = str(Path(strobe.__file__).resolve().parents[1])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     command = [sys.executable, "-c", _WORKER, str(path), str(span[0]), str(span[1]), str(address_size), str(size),
-               str(mtime_ns), repr(time.time())]
+               str(mtime_ns), repr(time.time()), *([binary] if binary else [])]
     try:
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    env=env)
@@ -275,7 +280,8 @@ class _Collect(logging.Handler):
 
 
 def main(argv: list[str]) -> int:
-    """Worker: scan and name the units starting in [start, end) of `path`, pickle the Part to stdout."""
+    """Worker: scan and name the units starting in [start, end) of `path`, pickle the Part to stdout. An eighth
+    argument names the binary when `path` is its separate debug file (its symbol tables are the binary's)."""
     import gc
 
     from strobe.symbols.dwarf_names import Demangler, SymbolNames, index_part
@@ -293,7 +299,11 @@ def main(argv: list[str]) -> int:
         return 2
     with open_elf(path) as elf:
         sections = read_dwarf_sections(elf)
-        symbols = SymbolNames(read_symbol_table(elf))
+        if len(argv) > 7:
+            with open_elf(argv[7]) as binary:
+                symbols = SymbolNames(read_symbol_table(binary, elf))
+        else:
+            symbols = SymbolNames(read_symbol_table(elf))
     timeline.append(("read", time.time() - float(argv[6])))
     units, _ = list_units(sections)
     span = (start, end)

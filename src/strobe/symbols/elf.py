@@ -45,7 +45,8 @@ class ElfInfo:
     build_id: str | None  # hex of NT_GNU_BUILD_ID, None if absent
     image_base: int  # lowest PT_LOAD p_vaddr rounded down to its alignment (0 for a typical PIE)
     is_pie: bool  # e_type == ET_DYN
-    has_dwarf: bool  # a non-empty .debug_info (possibly compressed)
+    has_dwarf: bool  # a non-empty .debug_info (possibly compressed), in the file or in `debug_file`
+    debug_file: str | None = None  # the separate debug file whose DWARF is used (symbols/debug_files.py)
 
 
 class ElfSymbol(NamedTuple):
@@ -90,16 +91,17 @@ def elf_info(elf: ELFFile, path: str | Path) -> ElfInfo:
     try:
         return ElfInfo(
             path=str(path),
-            build_id=_build_id(elf),
+            build_id=build_id_of(elf),
             image_base=_image_base(elf),
             is_pie=elf.header["e_type"] == "ET_DYN",
-            has_dwarf=_has_dwarf(elf),
+            has_dwarf=has_dwarf(elf),
         )
     except SECTION_ERRORS as exc:
         raise ValidationError(f"{path} is a damaged ELF file ({exc}). Rebuild it and try again.") from None
 
 
-def _build_id(elf: ELFFile) -> str | None:
+def build_id_of(elf: ELFFile) -> str | None:
+    """The hex of the file's NT_GNU_BUILD_ID note, None if it has none."""
     sources: list[Any] = [s for s in elf.iter_sections() if s["sh_type"] == "SHT_NOTE"]
     if not sources:
         sources = list(elf.iter_segments("PT_NOTE"))
@@ -126,7 +128,8 @@ def _image_base(elf: ELFFile) -> int:
     return min(bases, default=0)
 
 
-def _has_dwarf(elf: ELFFile) -> bool:
+def has_dwarf(elf: ELFFile) -> bool:
+    """Whether the file itself holds a non-empty .debug_info (not a NOBITS one)."""
     for name in (".debug_info", ".zdebug_info"):
         section = elf.get_section_by_name(name)
         if section is not None and section["sh_type"] != "SHT_NOBITS" and section["sh_size"] > 0:
@@ -211,8 +214,9 @@ class SymbolTable:
         return np.concatenate(found) if found else np.zeros(0, dtype=np.intp)
 
 
-def read_symbol_table(elf: ELFFile) -> SymbolTable:
-    """Defined FUNC/IFUNC symbols of .symtab and .dynsym (see SymbolTable)."""
+def read_symbol_table(elf: ELFFile, debug: ELFFile | None = None) -> SymbolTable:
+    """Defined FUNC/IFUNC symbols of .symtab and .dynsym (see SymbolTable). `debug`: the binary's separate debug
+    file, whose .symtab is read when the binary has none (strip --strip-all keeps only .dynsym)."""
     is64 = elf.elfclass == 64
     order = "<" if elf.little_endian else ">"
     if is64:
@@ -222,11 +226,14 @@ def read_symbol_table(elf: ELFFile) -> SymbolTable:
         layout = np.dtype([("name", order + "u4"), ("value", order + "u4"), ("size", order + "u4"),
                            ("info", "u1"), ("other", "u1"), ("shndx", order + "u2")])
     parts = []
-    for table_name in (".symtab", ".dynsym"):
-        table = elf.get_section_by_name(table_name)
+    sources = [(elf, ".symtab"), (elf, ".dynsym")]
+    if debug is not None and debug is not elf and not _has_section(elf, ".symtab"):
+        sources[0] = (debug, ".symtab")
+    for owner, table_name in sources:
+        table = owner.get_section_by_name(table_name)
         if table is None or table["sh_type"] == "SHT_NOBITS" or table["sh_entsize"] != layout.itemsize:
             continue
-        strtab = bytes(elf.get_section(table["sh_link"]).data())
+        strtab = bytes(owner.get_section(table["sh_link"]).data())
         data = bytes(table.data())
         entries = np.frombuffer(data, dtype=layout, count=len(data) // layout.itemsize)
         kind = entries["info"] & 0xF
@@ -242,6 +249,11 @@ def read_symbol_table(elf: ELFFile) -> SymbolTable:
         parts.append((strtab, names[keep], kept["value"].astype(np.uint64), kept["size"].astype(np.uint64),
                       (kept["info"] >> 4) == STB_LOCAL))
     return SymbolTable(parts)
+
+
+def _has_section(elf: ELFFile, name: str) -> bool:
+    section = elf.get_section_by_name(name)
+    return section is not None and section["sh_type"] != "SHT_NOBITS"
 
 
 def read_loaded_bytes(path: str | Path, address: int, size: int) -> bytes:

@@ -5,7 +5,8 @@ Naming, in order of preference:
 2. a mangled symbol-table name at the function's address (gcc leaves lambdas without a linkage name);
 3. the DIE's enclosing scopes + DW_AT_name (C functions, `extern "C"`, anonymous-namespace helpers).
 Symbol-table functions at addresses DWARF does not cover are added with file/line unknown, so a
-binary without debug info still gets an index (`elf.has_dwarf` tells the caller which kind it got).
+binary without debug info still gets an index (`elf.has_dwarf` tells the caller which kind it got). A stripped
+binary's DWARF is read from its separate debug file (symbols/debug_files.py; `elf.debug_file` names it).
 
 An index keeps its functions as columns (`cache.FunctionTable`); `FunctionIndex.functions` builds the
 `FunctionInfo` tuple the first time it is read. Matching a name pattern (`FunctionIndex.match`) and
@@ -21,7 +22,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from itertools import compress
 from pathlib import Path
@@ -29,16 +30,18 @@ from types import MemberDescriptorType
 from typing import Any
 
 import numpy as np
+from elftools.elf.elffile import ELFFile
 
-from strobe.symbols import cache, dwarf_worker
+from strobe.symbols import cache, debug_files, dwarf_worker
 from strobe.symbols.cache import FunctionTable
+from strobe.symbols.debug_files import DebugFile
 from strobe.symbols.dwarf_names import Demangler, SymbolNames, assemble
 from strobe.symbols.elf import (
     SECTION_ERRORS,
     ElfInfo,
     SymbolTable,
     elf_info,
-    open_elf,
+    has_dwarf,
     read_dwarf_sections,
     read_symbol_table,
 )
@@ -183,25 +186,32 @@ def _function_infos(columns: list[list[Any]]) -> list[FunctionInfo]:
 # --- building ------------------------------------------------------------------------------------
 
 
-def build_index(path: str | Path) -> FunctionIndex:
-    """Index `path` from scratch (no cache). Raises ValidationError for a missing or non-ELF file."""
+def build_index(path: str | Path, debug: DebugFile | None = None) -> FunctionIndex:
+    """Index `path` from scratch (no cache). Raises ValidationError for a missing or non-ELF file. Its DWARF (and
+    .symtab, when the binary has none) comes from its separate debug file when it has one (`debug`: where
+    debug_files.locate found it)."""
+    if debug is None:
+        debug = debug_files.locate(path)
     with _collector_paused():
         scan: dwarf_worker.Scan | None = None
         try:
-            with open_elf(path) as elf:
-                info = elf_info(elf, path)
+            with debug_files.open_dwarf_elf(path, debug) as (elf, dwarf_elf):
+                info = _info(elf, dwarf_elf, path, debug)
                 if info.has_dwarf:
                     try:
-                        sections = read_dwarf_sections(elf)
+                        sections = read_dwarf_sections(dwarf_elf)
                     except SECTION_ERRORS as exc:
                         log.warning(
                             "cannot read the DWARF sections of %s (%s); indexing its symbol table only", path, exc
                         )
                     else:
                         if sections.info and sections.abbrev:
-                            scan = dwarf_worker.start(path, sections)  # workers start on their units now
+                            # workers start on their units now
+                            separate = debug.path if debug.separate else None
+                            scan = dwarf_worker.start(separate or path, sections,
+                                                      binary=str(path) if separate else None)
                 try:
-                    symbols = read_symbol_table(elf)
+                    symbols = read_symbol_table(elf, dwarf_elf)
                 except SECTION_ERRORS as exc:
                     log.warning("cannot read the symbol tables of %s (%s)", path, exc)
                     symbols = SymbolTable([])
@@ -215,17 +225,31 @@ def build_index(path: str | Path) -> FunctionIndex:
     return FunctionIndex(info, table)
 
 
+def _info(elf: ELFFile, dwarf_elf: ELFFile, path: str | Path, debug: DebugFile) -> ElfInfo:
+    """The binary's ElfInfo, with the DWARF of its separate debug file counted as its own."""
+    info = elf_info(elf, path)
+    if dwarf_elf is elf or not debug.separate:
+        return info
+    try:
+        found = has_dwarf(dwarf_elf)
+    except SECTION_ERRORS:
+        found = False
+    return replace(info, has_dwarf=found, debug_file=debug.path)
+
+
 def load_index(path: str | Path, cache_dir: Path) -> FunctionIndex:
-    """The index of `path`, from cache_dir/symbols.db when this build (build id, else path+size+mtime)
-    was indexed before, otherwise built and stored. Safe from several threads and processes at once."""
-    with open_elf(path) as elf:
-        info = elf_info(elf, path)
-    key = cache.cache_key(info.build_id, path)
+    """The index of `path`, from cache_dir/symbols.db when this build (build id, else path+size+mtime, and its
+    separate debug file if any) was indexed before, otherwise built and stored. Safe from several threads and
+    processes at once."""
+    debug = debug_files.locate(path)
+    with debug_files.open_dwarf_elf(path, debug) as (elf, dwarf_elf):
+        info = _info(elf, dwarf_elf, path, debug)
+    key = cache.cache_key(info.build_id, path, debug.identity)
     with cache.key_lock(cache_dir, key):
         table = cache.fetch(cache_dir, key)
         if table is not None:
             return FunctionIndex(info, table)
-        index = build_index(path)
+        index = build_index(path)  # finds the same debug file (its facts are cached)
         if index.elf.build_id == info.build_id:  # the file was not replaced while we were reading it
             cache.store(cache_dir, key, index.table)
         return index

@@ -20,15 +20,16 @@ import re
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from strobe.errors import NoDebugSymbols, ValidationError
+from strobe.symbols import debug_files
 from strobe.symbols.dwarf_dies import AT_ABSTRACT_ORIGIN, AT_SPECIFICATION, AT_TYPE, Die, DieReader
 from strobe.symbols.dwarf_types import TypeRef, TypeTable
 from strobe.symbols.dwarf_unit import DwarfSections
 from strobe.symbols.dwarf_vars import ScannedVariable, scan_variables
-from strobe.symbols.elf import SECTION_ERRORS, ElfInfo, elf_info, open_elf, read_dwarf_sections
+from strobe.symbols.elf import SECTION_ERRORS, ElfInfo, elf_info, read_dwarf_sections
 from strobe.symbols.signatures import FunctionSignature, SignatureReader
 from strobe.symbols.types import ValueLayout
 
@@ -102,16 +103,20 @@ class VariableIndex:
     def _load(self) -> DieReader:
         with self.lock:
             if self._reader is None:
-                with open_elf(self.path) as elf:
+                found = debug_files.locate(self.path)
+                with debug_files.open_dwarf_elf(self.path, found) as (elf, dwarf_elf):
                     self._elf = elf_info(elf, self.path)
-                    if not self._elf.has_dwarf:
+                    if found.path is None:
                         raise NoDebugSymbols(
                             f"{os.path.basename(self.path)} has no DWARF debug info, so variables and types cannot "
-                            "be resolved by name. Rebuild it with -g (Rust: debug = true), or read raw memory with "
+                            "be resolved by name. Rebuild it with -g (Rust: debug = true), install its debug file "
+                            "(-dbgsym package) or pass symbolsPath to debug_launch, or read raw memory with "
                             "debug_read({ address: '0x...', size, type })."
                         )
+                    if found.separate:
+                        self._elf = replace(self._elf, has_dwarf=True, debug_file=found.path)
                     try:
-                        self._sections = read_dwarf_sections(elf)
+                        self._sections = read_dwarf_sections(dwarf_elf)
                     except SECTION_ERRORS as exc:
                         raise ValidationError(f"Cannot read the DWARF sections of {self.path} ({exc}).") from None
                 self._reader = DieReader(self._sections)
@@ -270,18 +275,21 @@ def _last_part(name: str) -> str:
     return name[cut:]
 
 
-_INDEXES: dict[tuple[str, int, int], VariableIndex] = {}
+_INDEXES: dict[tuple[str, int, int, str | None], VariableIndex] = {}
 _INDEXES_LOCK = threading.Lock()
 
 
 def variable_index(path: str | Path) -> VariableIndex:
-    """The shared VariableIndex of a binary (a new one when the file changed since)."""
+    """The shared VariableIndex of a binary (a new one when the file, or the separate debug file found for it,
+    changed since)."""
     resolved = os.path.realpath(path)
+    key: tuple[str, int, int, str | None]
     try:
         stat = os.stat(resolved)
-        key = (resolved, stat.st_size, stat.st_mtime_ns)
-    except OSError:
-        key = (resolved, -1, -1)
+        found = debug_files.locate(resolved)
+        key = (resolved, stat.st_size, stat.st_mtime_ns, found.identity or found.how)
+    except (OSError, ValidationError):
+        key = (resolved, -1, -1, None)
     with _INDEXES_LOCK:
         index = _INDEXES.get(key)
         if index is None:
