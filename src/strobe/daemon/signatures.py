@@ -55,8 +55,9 @@ from strobe.daemon.passing import (
 )
 from strobe.errors import StrobeError
 from strobe.instrument.records import WATCH_CAPTURE_RETURN, WATCH_CAPTURE_STACK, WATCH_CAPTURE_XMM
+from strobe.symbols.debug_files import open_dwarf_elf
 from strobe.symbols.dwarf_forms import DECODE_ERRORS
-from strobe.symbols.elf import open_elf, read_symbol_table
+from strobe.symbols.elf import read_symbol_table
 from strobe.symbols.signatures import FunctionSignature
 from strobe.symbols.types import ValueLayout
 from strobe.symbols.variables import VariableIndex, variable_index
@@ -101,8 +102,8 @@ def register_plan(module_path: str, static_address: int) -> str | None:
 
 def _clones(index: VariableIndex, binary: _Binary) -> frozenset[int]:
     if binary.clones is None:
-        with open_elf(index.path) as elf:
-            table = read_symbol_table(elf)
+        with open_dwarf_elf(index.path) as (elf, debug):  # .symtab may be only in its separate debug file
+            table = read_symbol_table(elf, debug)
         found = np.unique(np.concatenate([table.addresses[table.containing(mark)] for mark in _CLONE_MARKS]))
         binary.clones = frozenset(int(a) for a in found.tolist())
     return binary.clones
