@@ -1,20 +1,26 @@
 """symbols/hook_safety.py on real machine code: small functions written in assembly (so their bytes are known),
 compiled and linked by gcc at test time, read back from the ELF file like the daemon reads them; the batch check
-against the one-by-one check on libc's functions and on random bytes."""
+against the one-by-one check on libc's functions and on random bytes; a crash inside a hook's bytes blamed on it
+(daemon/crashes.py)."""
 
 from __future__ import annotations
 
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from strobe.daemon.crashes import describe_crash, hook_covering
+from strobe.daemon.symbols import TraceableFunction
+from strobe.instrument.protocol import CrashReport
 from strobe.symbols import hook_safety
 from strobe.symbols.elf import open_elf, read_symbol_table
 from strobe.symbols.hook_safety import HookSafety, ModuleCode, Verdict, entry_verdict, entry_verdicts
+from strobe.symbols.index import FunctionInfo
 
 # Each function: what it computes does not matter, its branches do. Offsets in the comments.
 SOURCE = r"""
@@ -154,3 +160,32 @@ def test_the_batch_check_agrees_with_one_by_one_on_libc() -> None:
 def test_the_prefilter_misses_no_branch(codes: list[bytes], base: int) -> None:
     pairs = [(code, base + 0x1000 * i) for i, code in enumerate(codes)]
     assert entry_verdicts(pairs) == [entry_verdict(code, address) for code, address in pairs]
+
+
+def crash_at(pc: int) -> CrashReport:
+    return CrashReport.model_validate({
+        "type": "crash", "tid": 4242, "kind": "illegal-instruction", "signal": "SIGILL", "address": hex(pc),
+        "siginfo": {"signo": 4, "code": 2}, "registers": {"pc": hex(pc), "sp": "0x7ffe0000", "rbp": "0x7ffe0200"},
+        "frames": [], "stackBase": "0x7ffe0000", "stackSize": 0, "sec": 1, "nsec": 5})
+
+
+def test_a_crash_inside_the_bytes_a_hook_overwrote_is_blamed_on_the_hook(program: Path) -> None:
+    address, size = symbols(program)["loop_after_prologue"]
+    info = FunctionInfo(name="loop_after_prologue", raw="loop_after_prologue", signature="loop_after_prologue",
+                        address=address, size=size, file=None, line=None, inlined_only=False, params=0)
+    base = 0x5555_5555_4000  # where the PIE is loaded
+    hooked = [TraceableFunction(info, str(program), base + address)]
+    safety = HookSafety()
+
+    def describe(pc: int) -> dict[str, Any]:
+        return describe_crash(crash_at(pc), b"", 7, lambda path, at: None, "main", None,
+                              lambda at: hook_covering(at, hooked, safety.span))
+
+    inside = describe(base + address + 20)  # the last of the 21 bytes a hook there overwrites
+    assert inside["strobeHook"] == "loop_after_prologue"
+    assert inside["likelyCause"].startswith("likely caused by Strobe's hook on loop_after_prologue: the program "
+                                            "crashed inside the bytes the hook overwrote")
+    assert inside["text"] == (f"SIGILL (ILL_ILLOPN) at {hex(base + address + 20)}, thread main (4242); likely caused "
+                              "by Strobe's hook on loop_after_prologue")
+    for own in (describe(base + address + 21), describe(base + address - 1)):  # the program's own code
+        assert "strobeHook" not in own and "likelyCause" not in own and "Strobe" not in own["text"]

@@ -18,6 +18,11 @@ address is shown, it could be a sender's pid).
 
     signal_cause(Siginfo(signo=11, code=0, pid=812, uid=0), "SIGSEGV", 4242, names)
     # -> {"cause": "sent", "signalCode": "SI_USER", "sender": {"pid": 812, "uid": 0, "self": False, "name": "kill"}}
+
+A crash inside the bytes Strobe's own hook overwrote at a function's entry (symbols/hook_safety.py refuses the
+functions it can see would break; an indirect branch it cannot) is not the program's fault: `describe_crash` takes
+`hooked_at(pc)`, the hooked function whose entry hook covers pc (`hook_covering`), and the event then carries
+`strobeHook` (its name) and `likelyCause` ("likely caused by Strobe's hook on parse_header: ..."), its text too.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from strobe.daemon.stack_frames import (
@@ -36,10 +41,12 @@ from strobe.daemon.stack_frames import (
     image_base,
     thread_frames,
 )
+from strobe.daemon.symbols import TraceableFunction
 from strobe.instrument.protocol import CrashFrame, CrashReport, Siginfo
 from strobe.store.schema import EventKind
 from strobe.symbols.addresses import SourceLocation
 from strobe.symbols.frame_walk import MAX_FRAMES, StackDump
+from strobe.symbols.hook_safety import MAX_SPAN, OVERWRITTEN_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +55,7 @@ FRAME_MEMORY_BELOW, FRAME_MEMORY_ABOVE = 512, 128  # what frameMemory shows arou
 _ACCESS = {"read": "read", "write": "write", "execute": "execute"}
 
 ProcessName = Callable[[int], str | None]
+HookedAt = Callable[[int], str | None]  # a runtime address -> the hooked function whose entry hook overwrote it
 
 SI_KERNEL = 0x80
 # si_code of a signal sent by a process (<= 0), from <asm-generic/siginfo.h>; those with a sender pid and uid.
@@ -69,9 +77,10 @@ _FAULT_CODES = {
 
 def describe_crash(
     report: CrashReport, stack: bytes, pid: int, locate: Locate, thread_name: str | None,
-    process_name: ProcessName | None = None,
+    process_name: ProcessName | None = None, hooked_at: HookedAt | None = None,
 ) -> dict[str, Any]:
-    """The crash event's fields, as debug_query shows them. `process_name(pid)` names a signal's sender."""
+    """The crash event's fields, as debug_query shows them. `process_name(pid)` names a signal's sender;
+    `hooked_at(pc)` the function whose entry hook overwrote the code at pc (see `hook_covering`)."""
     event: dict[str, Any] = {
         "signal": report.signal,
         "exceptionType": report.kind,
@@ -87,8 +96,26 @@ def describe_crash(
     event.update(cause)
     event.update(describe_thread(report.frames, report.registers, report.stackBase, stack, locate, report.address,
                                  every_frame=False))
+    hook = hooked_at(int(report.address, 16)) if hooked_at is not None else None
+    if hook is not None:
+        event["strobeHook"] = hook
+        event["likelyCause"] = (f"likely caused by Strobe's hook on {hook}: the program crashed inside the bytes the "
+                                "hook overwrote at the function's entry, not in its own code. Stop tracing "
+                                f"{hook} (debug_trace remove, or remove its breakpoint) and run it again.")
     event["text"] = summary(event)
     return event
+
+
+def hook_covering(pc: int, hooked: Iterable[TraceableFunction], span: Callable[[str, int], int | None]) -> str | None:
+    """The hooked native function whose entry hook overwrote the code at runtime address `pc`, if any: pc lies in
+    [entry, entry + span), `span(module, static address)` being the bytes a hook there overwrites
+    (symbols/hook_safety.HookSafety.span; OVERWRITTEN_BYTES when the code cannot be read)."""
+    for function in hooked:
+        offset = pc - function.runtime_address
+        if (function.runtime == "native" and function.runtime_address and 0 <= offset < MAX_SPAN
+                and offset < (span(function.module, function.info.address) or OVERWRITTEN_BYTES)):
+            return function.name
+    return None
 
 
 def describe_thread(frames: list[CrashFrame], registers: dict[str, str], stack_base: str, stack: bytes,
@@ -169,6 +196,8 @@ def summary(event: dict[str, Any]) -> str:
         out += f" at {event['address']}"
     thread = event.get("threadName")
     out += f", thread {thread} ({event['threadId']})" if thread else f", thread {event['threadId']}"
+    if event.get("strobeHook"):
+        out += f"; likely caused by Strobe's hook on {event['strobeHook']}"
     return out
 
 
