@@ -36,6 +36,7 @@ from strobe.daemon.py_breakpoints import (
 )
 from strobe.daemon.registry import LiveSessions
 from strobe.daemon.runtimes.cpython import CPYTHON, CPythonRuntime
+from strobe.daemon.runtimes.native import unsafe_entries
 from strobe.daemon.services import Services
 from strobe.daemon.step_plans import frame_address, module_of, step_plan
 from strobe.daemon.symbols import ModuleSymbols, SessionSymbols, TraceableFunction
@@ -186,6 +187,12 @@ class Breaking:
                 warnings.append(f"Breakpoint on '{bp.target}': {len(clash)} location(s) at the start of a traced "
                                 f"function ({names}) left out: break at the function instead, or stop tracing it.")
                 bp.sites = [s for s in bp.sites if s not in clash]
+        unsafe = await asyncio.to_thread(unsafe_entries, [(s, s.traceable) for bp in made for s in bp.sites
+                                                          if s.kind == "entry" and s.traceable is not None])
+        for bp in made:  # an entry breakpoint is an entry hook: none where a hook would break the function
+            warnings += [f"Breakpoint on '{bp.target}': {s.function} left out: {unsafe[s]}; break at a line inside it "
+                         "instead." for s in bp.sites if s in unsafe]
+            bp.sites = [s for s in bp.sites if s not in unsafe]
         made = [bp for bp in made if bp.sites]
         in_python = [bp for bp in made if bp.python]
         specs: list[BreakpointSpec] = []

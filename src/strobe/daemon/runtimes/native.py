@@ -36,8 +36,7 @@ def unsafe_entries(functions: Sequence[tuple[K, TraceableFunction]]) -> dict[K, 
         verdicts = HOOK_SAFETY.verdicts(module, [(f.info.address, f.info.size) for _, f in chosen])
         for (key, _), verdict in zip(chosen, verdicts, strict=True):
             if verdict is not None and not verdict.safe:
-                unsafe[key] = (f"{verdict.reason} (left unhooked so that the program does not crash there; trace "
-                               "its callers or the functions it calls instead)")
+                unsafe[key] = f"{verdict.reason}: hooked, the program would crash or go wrong there"
     return unsafe
 
 
@@ -79,7 +78,8 @@ class NativeRuntime(Runtime):
                                                   sample_every))
         if not add:
             return {}
-        failed = await asyncio.to_thread(unsafe_entries, add)
+        failed = {slot: f"{why} (left unhooked; trace its callers or the functions it calls instead)"
+                  for slot, why in (await asyncio.to_thread(unsafe_entries, add)).items()}
         safe = [(s, f.runtime_address) for s, f in add if s not in failed]
         if safe:
             reply = await run(lambda: handle.update_hooks("add", safe, hot_calls_per_second, sample_every))
