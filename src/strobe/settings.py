@@ -68,12 +68,26 @@ TEXT_SETTINGS: dict[str, str] = {
 }
 """Settings whose value is text (a path): unset unless a settings file gives one."""
 
+LIST_SETTINGS: dict[str, tuple[tuple[str, ...], str]] = {
+    "symbols.debugDirectories": (
+        ("/usr/lib/debug",),
+        "Global debug directories searched for a stripped binary's separate debug file: by build id "
+        "(<dir>/.build-id/xx/yyyy.debug) and by its .gnu_debuglink name under <dir>/<the binary's directory>.",
+    ),
+}
+"""Settings whose value is a list of absolute paths: (default, description)."""
+
 
 @dataclass(frozen=True)
 class Settings:
     values: dict[str, int]
     warnings: tuple[str, ...] = field(default=())
     texts: dict[str, str] = field(default_factory=dict)
+    lists: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def debug_directories(self) -> tuple[str, ...]:
+        return self.lists.get("symbols.debugDirectories", LIST_SETTINGS["symbols.debugDirectories"][0])
 
     @property
     def test_python(self) -> str | None:
@@ -113,7 +127,8 @@ class Settings:
         return self.values["query.maxEventBytes"]
 
 
-def _read_layer(path: Path, values: dict[str, int], warnings: list[str], texts: dict[str, str]) -> None:
+def _read_layer(path: Path, values: dict[str, int], warnings: list[str], texts: dict[str, str],
+                lists: dict[str, tuple[str, ...]] | None = None) -> None:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -139,9 +154,17 @@ def _read_layer(path: Path, values: dict[str, int], warnings: list[str], texts: 
             else:
                 warnings.append(f"{path}: '{key}' = {json.dumps(raw)} is invalid (a non-empty string); ignored.")
             continue
+        if key in LIST_SETTINGS:
+            if isinstance(raw, list) and all(isinstance(item, str) and item.startswith("/") for item in raw):
+                if lists is not None:
+                    lists[key] = tuple(raw)
+            else:
+                warnings.append(f"{path}: '{key}' = {json.dumps(raw)} is invalid (a list of absolute paths); using "
+                                f"{json.dumps(list(LIST_SETTINGS[key][0]))}.")
+            continue
         spec = _SPECS_BY_KEY.get(key)
         if spec is None:
-            known = ", ".join([*_SPECS_BY_KEY, *TEXT_SETTINGS])
+            known = ", ".join([*_SPECS_BY_KEY, *TEXT_SETTINGS, *LIST_SETTINGS])
             warnings.append(f"{path}: unknown setting '{key}' ignored (known: {known}).")
             continue
         is_number = isinstance(raw, int | float) and not isinstance(raw, bool) and math.isfinite(raw)
@@ -159,10 +182,11 @@ def load_settings(paths: StrobePaths, project_root: str | Path | None = None) ->
     values = {spec.key: spec.default for spec in SETTING_SPECS}
     warnings: list[str] = []
     texts: dict[str, str] = {}
-    _read_layer(paths.settings_file, values, warnings, texts)
+    lists: dict[str, tuple[str, ...]] = {}
+    _read_layer(paths.settings_file, values, warnings, texts, lists)
     if project_root is not None:
-        _read_layer(Path(project_root) / ".strobe" / "settings.json", values, warnings, texts)
-    return Settings(values, tuple(warnings), texts)
+        _read_layer(Path(project_root) / ".strobe" / "settings.json", values, warnings, texts, lists)
+    return Settings(values, tuple(warnings), texts, lists)
 
 
 class SettingsSource:

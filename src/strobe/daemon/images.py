@@ -1,17 +1,43 @@
 """Process images: what a process runs, its runtime detected from its executable and loaded modules, and its
 function index loading in a thread from the moment the process is known (it waits, suspended or gated, until
-it is hooked)."""
+it is hooked). A stripped binary's DWARF comes from its separate debug file (symbols/debug_files.py): where those are
+looked for is set before the image loads (`use_debug_files`)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from strobe.daemon.process import ProcessImage
 from strobe.daemon.runtimes import detect_kind, runtime_for
 from strobe.daemon.symbols import SessionSymbols, mapped_modules, with_new_modules
+from strobe.errors import ValidationError
 from strobe.instrument.protocol import ModuleInfo
+from strobe.symbols import debug_files
+
+
+def use_debug_files(binary: str, directories: Sequence[str], symbols_path: str | None = None) -> list[str]:
+    """Where the separate debug files of stripped binaries are looked for from now on: the global debug directories
+    (the symbols.debugDirectories setting) and, for `binary`, the symbolsPath given at its launch (blocking: it reads
+    the files). Raises ValidationError for a symbolsPath that does not exist or is another build's debug file;
+    returns a warning when a symbolsPath directory does not hold the binary's debug file either."""
+    debug_files.set_debug_directories(directories)
+    if symbols_path is None:
+        return []
+    found = debug_files.use_symbols_path(binary, symbols_path)
+    reason = found.reason
+    return [reason] if reason is not None else []
+
+
+def missing_debug_file(binary: str) -> str | None:
+    """What to say when a traced native binary has no DWARF of its own and no separate debug file was found: the
+    places searched and how to fix it (None when its DWARF was found; blocking)."""
+    try:
+        return debug_files.locate(binary).reason
+    except ValidationError:
+        return None
 
 
 class ImageLoader:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from strobe.daemon.argtypes import ArgumentTypes
+from strobe.daemon.images import missing_debug_file, use_debug_files
 from strobe.daemon.ingest import SlotTable
 from strobe.daemon.live import LiveSession, SessionEvents
 from strobe.daemon.process import ProcessImage, TracedProcess
@@ -52,6 +53,18 @@ def _orphan_launched(work: asyncio.Task[tuple[LiveSession, list[str]]]) -> None:
     else:
         live, _ = work.result()
         log.info("session %s: launched for a caller that went away; it runs until stopped", live.record.id)
+
+
+async def _no_debug_file(live: LiveSession, warnings: list[str]) -> list[str]:
+    """When the staged patterns found no debug info in the program: where its separate debug file was looked for and
+    how to provide one (nothing when no pattern was staged, or the program has debug info)."""
+    if not live.trace.patterns:
+        return []
+    symbols = await live.image.symbols  # already loaded: the patterns were planned against it
+    if symbols.traceable:
+        return []
+    hint = await asyncio.to_thread(missing_debug_file, live.image.binary)
+    return [hint] if hint is not None and hint not in warnings else []
 
 
 class Launching:
@@ -93,6 +106,7 @@ class Launching:
             if running is not None:
                 raise SessionExists(running.record.id, command.binary_path)
             agent_js = await services.worker.run(services.agent.get)
+            use_debug_files(command.binary_path, settings.debug_directories)  # before its index starts loading
             live = self._session(command.binary_path, project_root, 0, settings, owns_output=True)
             preloaded = services.images.preload(command.binary_path)  # the index loads while the process spawns
             runtime = runtime_for(detect_kind(command.argv[0], []))  # a #! script: its interpreter
@@ -111,6 +125,7 @@ class Launching:
                 await self._record(live, handle, command.binary_path, project_root,
                                    services.images.load(command.binary_path, handle.modules, project_root, preloaded))
                 warnings = await apply_pending(live)
+                warnings += await _no_debug_file(live, warnings)
                 warnings += await live.image.runtime.prepare(services.worker.run, handle, live.serialization_depth)
                 lifeline = getattr(handle, "lifeline", None)  # instrument.handle.ProcessHandle's
                 if lifeline is not None and lifeline.scope == "none":
@@ -130,6 +145,7 @@ class Launching:
         launch_env made it), read into this session."""
         parse_patterns(patterns, project_root)
         services = self._services
+        use_debug_files(program, settings.debug_directories)
         agent_js = await services.worker.run(services.agent.get)
         live = self._session(program, project_root, pid, settings, owns_output=False)
         if tracer_dir is not None:

@@ -61,6 +61,13 @@ class LaunchRequest(StrictModel):
                                   description="Absolute path of the project (user-code detection, settings).")
     env: Environment = Field(default_factory=dict, max_length=4096,
                              description="Extra environment variables for the process.")
+    symbolsPath: OsString | None = Field(
+        default=None, min_length=1,
+        description="Only for a stripped binary whose debug info is in a separate file: the absolute path of that "
+                    "debug file (made by `objcopy --only-keep-debug`), or of a directory holding it (as "
+                    ".build-id/xx/yyyy.debug or under the name its .gnu_debuglink gives). Not needed when the binary "
+                    "has its own debug info, or its debug file is next to it, in its .debug/ directory or installed "
+                    "under /usr/lib/debug (a -dbgsym package). Example: \"/home/me/app/build/server.debug\".")
 
     _root = field_validator("projectRoot")(_absolute_root)
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import anyio
 
+from strobe.daemon.images import use_debug_files
 from strobe.instrument.command import resolve_command
 from strobe.mcp import wire
 from strobe.mcp.models import DeleteSessionRequest, LaunchRequest, ListSessionsRequest, StopRequest
@@ -16,6 +17,9 @@ async def launch(ctx: ToolContext, req: LaunchRequest) -> dict[str, Any]:
     settings = ctx.settings.for_project(req.projectRoot)
     command = await anyio.to_thread.run_sync(  # reads files; a pyenv shim is asked what it runs
         lambda: resolve_command(req.command, req.args, req.cwd, req.projectRoot))
+    symbols_path = req.symbolsPath  # checked (and searched first for the program's debug file) before it starts
+    debug_warnings = await anyio.to_thread.run_sync(
+        lambda: use_debug_files(command.binary_path, settings.debug_directories, symbols_path))
     pending = len(ctx.manager.pending_patterns(ctx.connection))
     launched = await ctx.manager.launch(command, req.projectRoot, req.env, settings, ctx.connection)
     sid = launched.session_id
@@ -32,8 +36,9 @@ async def launch(ctx: ToolContext, req: LaunchRequest) -> dict[str, Any]:
     if pending:
         result["pendingPatternsApplied"] = pending
         result["hookedFunctions"] = launched.hooked
-    if settings.warnings or launched.warnings:
-        result["warnings"] = [*settings.warnings, *launched.warnings]
+    warnings = [*settings.warnings, *debug_warnings, *[w for w in launched.warnings if w not in debug_warnings]]
+    if warnings:
+        result["warnings"] = warnings
     return result
 
 
