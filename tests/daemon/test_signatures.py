@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from tests.mcp.wire_pages import query_wire
 
-from strobe.daemon.signatures import register_plan
+from strobe.daemon.signatures import CLOSURE_ENVIRONMENT, register_plan
 from strobe.instrument.records import WATCH_CAPTURE_RETURN, WATCH_CAPTURE_STACK, WATCH_CAPTURE_XMM
 from strobe.store.functions import insert_functions, set_signatures
 from strobe.store.query import EventFilter
@@ -506,6 +506,51 @@ def test_cpp_plans_decode_the_registers_of_a_real_run(abi_cpp: Path, tmp_path: P
     check_run(abi_cpp, EXPECTED_CPP, seen)
     for name in ("open_handle", "repeat"):  # returned through the caller's hidden pointer
         assert seen[name]["rax"] == seen[name]["args"][0]
+
+
+# ---- Rust closures ---------------------------------------------------------------------------------
+
+_CLOSURE_GDB = r"""
+import gdb, json, os
+seen = []
+class Enter(gdb.Breakpoint):
+    def stop(self):
+        seen.append([int(gdb.parse_and_eval("$pc")) - base] +
+                    [int(gdb.parse_and_eval("$" + r)) & 0xFFFFFFFFFFFFFFFF for r in ("rdi", "rsi", "rdx")])
+        return False
+gdb.execute("starti > /dev/null")
+base = int(os.environ["CLOSURE_BASE"], 16)
+for address in os.environ["CLOSURE_ADDRESSES"].split(","):
+    Enter("*" + hex(base + int(address)), internal=True)
+gdb.execute("continue > /dev/null")
+with open(os.environ["CLOSURE_OUT"], "w") as out:
+    json.dump(seen, out)
+"""
+
+
+def test_a_rust_closure_takes_its_environment_in_the_first_register(
+    rust_target: Callable[[str], Path], tmp_path: Path
+) -> None:
+    binary = rust_target("rust_closures")
+    with open_elf(binary) as elf:
+        closures = sorted(s.address for s in function_symbols(elf) if "rust_closures::main::" in demangle(s.name).name
+                          and "closure" in demangle(s.name).name and "drop_in_place" not in demangle(s.name).name)
+    assert len(closures) == 4
+    plans = {a: json.loads(register_plan(str(binary), a) or "null") for a in closures}
+    hidden = [a for a, p in plans.items() if p["params"][0]["name"] == CLOSURE_ENVIRONMENT]
+    assert len(hidden) == 3  # the one capturing nothing has its environment in DWARF
+    out = tmp_path / "closures.json"
+    env = {**os.environ, "CLOSURE_ADDRESSES": ",".join(str(a) for a in closures), "CLOSURE_OUT": str(out),
+           "CLOSURE_BASE": "0x555555554000"}  # gdb runs PIE binaries there (address randomisation off)
+    script = tmp_path / "closures.py"
+    script.write_text(_CLOSURE_GDB)
+    if shutil.which("gdb") is None:
+        pytest.skip("gdb is not installed")
+    subprocess.run(["gdb", "-nx", "-batch", "-x", str(script), str(binary)], env=env, capture_output=True,
+                   timeout=120, check=False)
+    seen = {pc: words for pc, *words in json.loads(out.read_text())}
+    shown = sorted(tuple(parse_plan(json.dumps(plans[a])).arguments(seen[a])[1:]) for a in closures)  # type: ignore[union-attr]
+    assert shown == [(3, 7), (4, 7), (5,), (9,)]  # what main passes: the declared parameters, none shifted
 
 
 # ---- optimized builds ------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ data) stops the decoding of the integer registers after it.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -138,6 +139,10 @@ class _Planner:
         lost: str | None = None  # why later registers cannot be told apart
         if unsure:
             lost = "<not decoded: the return value may take the first register>"
+        elif self._hidden_environment():
+            params.append({"name": CLOSURE_ENVIRONMENT, "type": "closure environment", "value": _POINTER,
+                           "pieces": [{"at": 0, "size": 8, "reg": GPRS[regs.gpr]}]})
+            regs.gpr += 1
         for i, param in enumerate(sig.params):
             entry: dict[str, Any] = {"name": param.name, "type": param.layout.type_name}
             params.append(entry)
@@ -229,6 +234,15 @@ class _Planner:
             return False
         return dies.nontrivial(dies.returns)
 
+    def _hidden_environment(self) -> bool:
+        """A Rust closure whose DWARF leaves out its environment parameter (rustc does when the closure captures
+        something; the captures show as its variables): the environment still takes the first register, a
+        pointer (or the captures themselves when they fit in it), and the declared parameters follow it."""
+        sig = self.signature
+        if not _CLOSURE.search(sig.name) or not self._rust():
+            return False
+        return not sig.params or "closure_env" not in sig.params[0].layout.type_name
+
     def _rust(self) -> bool:
         dies = self._function_dies()
         return dies is not None and dies.rust
@@ -244,6 +258,8 @@ class _Planner:
 
 
 _POINTER = {"kind": "pointer", "size": 8}
+_CLOSURE = re.compile(r"\{(?:\{closure\}|closure#\d+)\}$")  # legacy and v0 manglings' closure names
+CLOSURE_ENVIRONMENT = "(closure environment)"
 _XMM_CAPTURED = 6  # xmm0-5: the words of a KIND_XMM record
 _STACK_CAPTURED = 6  # stack words of a KIND_STACK record (48 bytes from rsp + 8)
 
