@@ -22,16 +22,18 @@ function is refused:
 
 Checked: every direct branch (jmp, jcc, call, loop*, jrcxz, xbegin) found by a linear sweep of the whole function
 (capstone, lite API, no detail), from anywhere in it, into [start, start + span) where span is OVERWRITTEN_BYTES
-rounded up to whole instructions; branches inside the span count too (Frida relocates them with their original
-targets). A jump to +0 counts (it would run the hook again without a call); a call to +0 does not (recursion: a
-real call, which the hook is there to see). Not checked: indirect branches (jump tables, `jmp rax`), branches from
-other functions into this one's first bytes.
+rounded up to whole instructions; branches from inside the span count too (Frida's relocated copy of them goes to
+their original targets, except a conditional jump backwards within the copy). A jump to +0 counts (it would run
+the hook again without a call); a call to +0 does not (recursion: a real call, which the hook is there to see).
+Not checked: indirect branches (jump tables, `jmp rax`), branches from other functions into this one's first bytes
+(a compiler's `.cold` part of it included).
 
-`HookSafety` reads a function's bytes from its ELF file on disk (as the loader maps them) and remembers each verdict
-per (build id, address, size), so hooking the same functions again, or in a forked child, costs nothing. Checking
-a batch (`entry_verdicts`) first looks for bytes that could start a branch into the span, vectorised over every
-function at once, and disassembles only the functions that have one: 10,000 functions of python3.11d (2.4 MB of
-code) take ~0.3 s, of libLLVM-15 (4.1 MB) ~0.9 s, on a 2-core machine; one by one they take 1.8 and 3.3 s.
+`HookSafety` reads a function's bytes from its ELF file on disk (as the loader maps them; no file is kept open) and
+remembers each verdict per (build id, address, size), so hooking the same functions again, or in a forked child,
+costs nothing. Checking a batch (`entry_verdicts`) first looks for bytes that could start a branch into the span,
+vectorised over every function at once, and disassembles only the functions that have one: 10,000 functions of
+python3.11d (2.4 MB of code) take ~0.3 s, of libLLVM-15 (4.1 MB) ~0.9 s, on a quiet 2-core machine (one by one:
+1.8 and 3.3 s); again, a few ms.
 
     HOOK_SAFETY.verdicts("/usr/bin/python3.11d", [(0x4CF443, 77)])   # [Verdict(safe=False, reason=...)]
     HOOK_SAFETY.span("/usr/bin/python3.11d", 0x4CF443)               # 17: what a hook there overwrites
@@ -39,7 +41,6 @@ code) take ~0.3 s, of libLLVM-15 (4.1 MB) ~0.9 s, on a 2-core machine; one by on
 
 from __future__ import annotations
 
-import mmap
 import os
 import threading
 from collections import OrderedDict
@@ -170,7 +171,8 @@ def _suspects(codes: Sequence[bytes], spans: Sequence[int]) -> list[int]:
 
 
 class ModuleCode:
-    """An ELF file's bytes as its loader maps them (PT_LOAD segments' file parts), read through mmap."""
+    """An ELF file's code as its loader maps it (the file part of its executable PT_LOAD segments). Holds no file
+    open: each read opens it."""
 
     def __init__(self, path: str) -> None:
         with open_elf(path) as elf:
@@ -180,15 +182,25 @@ class ModuleCode:
                                   if s["p_type"] == "PT_LOAD" and s["p_flags"] & 1]  # PF_X
             except (*SECTION_ERRORS, ELFError) as exc:
                 raise ValidationError(f"{path} is a damaged ELF file ({exc}).") from None
-            self._map = mmap.mmap(elf.stream.fileno(), 0, access=mmap.ACCESS_READ)
+        self.path = path
 
     def read(self, address: int, size: int) -> bytes:
         """The code at static `address`, at most `size` bytes (fewer where its segment's file part ends), b"" when
         no executable segment holds it."""
+        return self.read_many([(address, size)])[0]
+
+    def read_many(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        """`read` of each (address, size), the file opened once."""
+        fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            return [self._read(fd, address, size) for address, size in ranges]
+        finally:
+            os.close(fd)
+
+    def _read(self, fd: int, address: int, size: int) -> bytes:
         for start, filesz, offset in self._segments:
             if start <= address < start + filesz:
-                at = offset + address - start
-                return self._map[at : at + min(size, start + filesz - address)]
+                return os.pread(fd, min(size, start + filesz - address), offset + address - start)
         return b""
 
 
@@ -208,18 +220,18 @@ class HookSafety:
             return [None] * len(functions)
         build = module.info.build_id or module.info.path
         out: list[Verdict | None] = [None] * len(functions)
-        todo: list[tuple[int, tuple[str, int, int], bytes, int]] = []
+        unknown: list[tuple[int, tuple[str, int, int]]] = []
         for i, (address, size) in enumerate(functions):
-            if size <= 0 or address <= 0:
-                continue
-            key = (build, address, size)
-            found = self._verdicts.get(key)
-            if found is not None:
-                out[i] = found
-                continue
-            code = module.read(address, min(size, MAX_FUNCTION_BYTES))
-            if code:
-                todo.append((i, key, code, address))
+            if size > 0 and address > 0:
+                key = (build, address, size)
+                out[i] = self._verdicts.get(key)
+                if out[i] is None:
+                    unknown.append((i, key))
+        try:
+            codes = module.read_many([(address, min(size, MAX_FUNCTION_BYTES)) for _, (_, address, size) in unknown])
+        except OSError:
+            return out
+        todo = [(i, key, code, key[1]) for (i, key), code in zip(unknown, codes, strict=True) if code]
         if todo:
             made = entry_verdicts([(code, address) for _, _, code, address in todo])
             with self._lock:
@@ -233,7 +245,10 @@ class HookSafety:
         """The bytes a hook at static `address` of `path` overwrites (OVERWRITTEN_BYTES rounded up to whole
         instructions); None when its code cannot be read."""
         module = self._module(path)
-        code = module.read(address, MAX_SPAN) if module is not None else b""
+        try:
+            code = module.read(address, MAX_SPAN) if module is not None else b""
+        except OSError:
+            return None
         return overwritten_span(code, address) if code else None
 
     def _module(self, path: str) -> ModuleCode | None:
