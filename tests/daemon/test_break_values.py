@@ -93,3 +93,18 @@ def test_at_an_entry_parameters_come_from_their_registers(c_target: Callable[[st
     assert "is not a parameter at the entry of add_to" in raised.value.message
     order = at_entry(binary, "process_order")
     assert compile_text("qty > 0 && g_account.total >= 0", order).names == ["qty", "g_account.total"]
+
+
+def test_at_an_entry_float_and_stack_parameters_are_refused_not_read_from_a_wrong_register(
+    c_target: Callable[[str], Path]
+) -> None:
+    # The register plans give floating's double and float xmm registers and many()'s last two the stack: a
+    # condition reads the integer registers only, so those stay out of its arguments and are refused by name.
+    binary = c_target("abi")
+    assert [(a["name"], a["reg"]) for a in condition_args(str(binary), symbol(binary, "floating"))] == [
+        ("a", "rdi"), ("b", "rsi"), ("c", "rdx")]
+    assert [a["name"] for a in condition_args(str(binary), symbol(binary, "many"))] == list("abcdef")
+    for function, name in (("floating", "d"), ("many", "h")):
+        with pytest.raises(ValidationError) as raised:
+            compile_text(f"{name} > 0", at_entry(binary, function))
+        assert "does not arrive in an integer register" in raised.value.message

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from strobe.daemon.breakpoint_state import Breakpoint, Site
-from strobe.daemon.signatures import register_plan
+from strobe.daemon.signatures import GPRS, register_plan
 from strobe.errors import StrobeError, ValidationError
 from strobe.instrument.protocol import BreakpointSpec, ConditionArg, ReadKind, ValueRead
 from strobe.symbols.addresses import locate
@@ -331,8 +331,8 @@ def condition_args(module: str, static_address: int) -> list[ConditionArg]:
     for param in json.loads(plan_text).get("params", []):
         value, pieces = param.get("value") or {}, param.get("pieces") or []
         signed = _ARG_SIGNS.get(str(value.get("kind")))
-        if signed is None or len(pieces) != 1 or "reg" not in pieces[0] or param.get("reference"):
-            continue
+        if signed is None or len(pieces) != 1 or pieces[0].get("reg") not in GPRS or param.get("reference"):
+            continue  # (xmm registers and stack words: not in the registers a breakpoint's condition reads)
         if value.get("kind") == "enum":
             signed = bool(value.get("signed"))
         args.append({"name": str(param.get("name") or f"arg{len(args)}"), "reg": str(pieces[0]["reg"]),
