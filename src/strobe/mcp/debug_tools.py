@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from strobe.daemon.memory import prepare_raw, raw_size
 from strobe.errors import ValidationError
+from strobe.mcp import wire
 from strobe.mcp.models import BreakpointRequest, ContinueRequest, LogpointRequest, WriteRequest
 from strobe.mcp.read_tools import variable_ref
 from strobe.mcp.registry import Tool, ToolContext
@@ -72,8 +73,10 @@ async def continue_(ctx: ToolContext, req: ContinueRequest) -> dict[str, Any]:
         steps: dict[str, Literal["over", "into", "out"]] = {"step-over": "over", "step-into": "into",
                                                             "step-out": "out"}
         kind = steps[req.action]
-        return await ctx.manager.breaking.step(req.sessionId, req.threadId, kind, req.waitMs / 1000)
+        stopped = await ctx.manager.breaking.step(req.sessionId, req.threadId, kind, req.waitMs / 1000)
+        return wire.paused(stopped, await _event_limit(ctx, req.sessionId))
     resumed = await ctx.manager.breaking.continue_(req.sessionId, req.threadId)
+    limit = await _event_limit(ctx, req.sessionId)
     if not resumed:
         paused = ctx.manager.breaking.paused_threads(req.sessionId)
         which = f"thread {req.threadId} is not" if req.threadId is not None else "no thread is"
@@ -82,7 +85,13 @@ async def continue_(ctx: ToolContext, req: ContinueRequest) -> dict[str, Any]:
                               "stops at a breakpoint (debug_breakpoint); debug_list_sessions lists paused threads.")
     return {"status": "running", "resumed": [{"threadId": p.tid, "breakpointId": p.breakpoint_id} if p.breakpoint_id
                                              else {"threadId": p.tid, "step": p.event.get("step")} for p in resumed],
-            "stillPaused": [p.answer() for p in ctx.manager.breaking.paused_threads(req.sessionId)]}
+            "stillPaused": [wire.paused(p.answer(), limit) for p in ctx.manager.breaking.paused_threads(req.sessionId)]}
+
+
+async def _event_limit(ctx: ToolContext, session_id: str) -> int:
+    """query.maxEventBytes for the session's project: how big one paused thread's answer may be."""
+    record = await ctx.manager.get_record(session_id)
+    return ctx.settings.for_project(record.project_root).max_event_bytes
 
 
 TOOLS = (

@@ -38,7 +38,8 @@ async def query(ctx: ToolContext, req: QueryRequest) -> dict[str, Any]:
     page = await manager.query(
         record, to_filter(req), limit=req.limit, offset=req.offset, verbose=req.verbose
     )
-    events = [wire.event(row, record.id, req.verbose) for row in page.events]
+    limit = settings.max_event_bytes
+    events = [wire.event(row, record.id, req.verbose, limit) for row in page.events]
     result: dict[str, Any] = {"events": events, "totalCount": page.total_count, "hasMore": page.has_more}
     if page.pids:
         result["pids"] = page.pids
@@ -67,6 +68,14 @@ async def query(ctx: ToolContext, req: QueryRequest) -> dict[str, Any]:
         warnings.append(
             f"{record.dropped:,} trace events were lost because the program produced them faster than Strobe "
             "could store them. Narrow the trace patterns."
+        )
+    trimmed = sum(1 for e in events if "trimmed" in e)
+    if trimmed:
+        warnings.append(
+            f"{trimmed} event{'s were' if trimmed != 1 else ' was'} over query.maxEventBytes ({limit:,} bytes) and "
+            "had their biggest values cut (marked '…'; each such event has 'trimmed'). debug_read the field path a "
+            "marker names, lower serializationDepth (debug_trace), or raise query.maxEventBytes in "
+            f"{record.project_root}/.strobe/settings.json."
         )
     warnings += manager.tracer_notes(record.id)
     if warnings:

@@ -6,6 +6,7 @@ from typing import Any
 
 from strobe.daemon.frame_reads import VariableRef
 from strobe.daemon.memory import MAX_POLLS_PER_SESSION, PreparedRead, prepare_raw
+from strobe.mcp import wire
 from strobe.mcp.models import ReadRequest, ReadTarget, WriteTarget
 from strobe.mcp.registry import Tool, ToolContext
 
@@ -38,7 +39,10 @@ async def read(ctx: ToolContext, req: ReadRequest) -> dict[str, Any]:
     await ctx.manager.require_live(req.sessionId, "reading memory")
     targets = await _prepare(ctx, req)
     if req.poll is None:
-        return {"results": await ctx.manager.read_memory(req.sessionId, targets)}
+        record = await ctx.manager.get_record(req.sessionId)
+        limit = ctx.settings.for_project(record.project_root).max_event_bytes
+        results = await ctx.manager.read_memory(req.sessionId, targets)
+        return {"results": [wire.read_result(result, limit) for result in results]}
     failed = [{"target": t.label, "error": t.error} for t in targets if t.error is not None]
     if len(failed) == len(targets):
         return {"results": failed}

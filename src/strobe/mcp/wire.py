@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from strobe.daemon.memory import PollState
 from strobe.daemon.runtimes import RuntimeKind, values_for
 from strobe.daemon.watches import Watch
+from strobe.mcp import sizing
+from strobe.settings import SETTING_SPECS
 from strobe.store.query import EventRow
 from strobe.store.registers import RegisterPlan, words_of
 from strobe.store.schema import EventKind
@@ -92,11 +95,115 @@ def poll(state: PollState) -> dict[str, object]:
     }
 
 
-def event(row: EventRow, session_id: str, verbose: bool) -> dict[str, Any]:
+MAX_EVENT_BYTES = next(spec.default for spec in SETTING_SPECS if spec.key == "query.maxEventBytes")
+_OUTPUT = (EventKind.STDOUT, EventKind.STDERR)
+_VALUE_KEYS = frozenset({"arguments", "returnValue", "watchValues", "values", "locals"})
+
+
+def event(row: EventRow, session_id: str, verbose: bool, limit: int = MAX_EVENT_BYTES) -> dict[str, Any]:
     """One timeline event (debug_query): a summary, or with `verbose` its threads, parent, arguments, return
     value and extras; fields without a value are left out. Crashes always show every detail, variable
     snapshots always their values. Arguments and return values show through the function's register plan when
-    it has one, otherwise through the runtime's values (raw registers)."""
+    it has one, otherwise through the runtime's values (raw registers). Values that make the event's JSON
+    longer than `limit` bytes are cut (mcp/sizing.py); output lines are not (they are split at 8 KiB)."""
+    out = _event(row, session_id, verbose)
+    if row.kind in _OUTPUT or (_VALUE_KEYS.isdisjoint(out) and "backtrace" not in out):
+        return out  # nothing that can be cut: a summary, an output line
+    size = sizing.measure(out)
+    if size <= limit:
+        return out
+    python = row.runtime != RuntimeKind.NATIVE.value
+    if row.kind is EventKind.CRASH:
+        marks = sizing.Marks()  # the process is gone: nothing to debug_read
+    elif row.kind in (EventKind.PAUSE, EventKind.LOGPOINT):
+        marks = sizing.Marks(_namer(out, nested=lambda name: "."))
+    elif row.kind is EventKind.VARIABLE_SNAPSHOT:
+        marks = sizing.Marks(_namer(out, nested=lambda name: "."), "a smaller depth")
+    else:
+        nested = (lambda name: ".") if python else sizing.arrows(sizing.pointer_fields(out), "->")
+        marks = sizing.Marks(_namer(out, nested), "a smaller serializationDepth")
+    return sizing.trim(out, limit, _values_rule, marks, size)
+
+
+def paused(answer: dict[str, Any], limit: int) -> dict[str, Any]:
+    """A paused thread as debug_continue shows it (a step's end, stillPaused), its values cut to `limit` bytes."""
+    size = sizing.measure(answer)
+    if size <= limit:
+        return answer
+    return sizing.trim(answer, limit, _values_rule, sizing.Marks(_namer(answer, nested=lambda name: ".")), size)
+
+
+def read_result(result: dict[str, Any], limit: int) -> dict[str, Any]:
+    """One debug_read result ({target, type, value | fields, ...}), its value cut to `limit` bytes."""
+    size = sizing.measure(result)
+    if size <= limit:
+        return result
+    target = result.get("target")
+
+    def name(path: sizing.Path) -> str | None:
+        expression = sizing.spell(target, result, path, ".", lambda field: ".") if isinstance(target, str) else None
+        if expression is None or not isinstance(result.get("frame"), int):
+            return sizing.quoted(expression)
+        return f"{{variable: '{expression}', frame: {result['frame']}}}"
+
+    def rule(path: sizing.Path) -> sizing.Mode:
+        return "open" if not path else ("cut" if path[0] in ("value", "fields") else "keep")
+
+    return sizing.trim(result, limit, rule, sizing.Marks(name, "a smaller depth"), size)
+
+
+def _values_rule(path: sizing.Path) -> sizing.Mode:
+    """What an event may lose: its values (arguments, return value, watch values, locals, each backtrace frame's
+    locals), never where it happened (ids, function, backtrace addresses, registers, frame memory, last events)."""
+    if not path:
+        return "open"
+    if path[0] in _VALUE_KEYS:
+        return "cut"
+    if path[0] == "backtrace":
+        if len(path) <= 2:
+            return "open"
+        return "cut" if path[2] == "locals" else "keep"
+    return "keep"
+
+
+def _namer(out: dict[str, Any], nested: Callable[[str], str]) -> Callable[[sizing.Path], str | None]:
+    """The debug_read target of a value inside an event, for its markers: an argument by its name ('->' after a
+    pointer parameter), a local, a watch or a snapshot's target by its label, a caller's local with its frame."""
+    names = out.get("argumentNames")
+    types = out.get("argumentTypes")
+
+    def name(path: sizing.Path) -> str | None:
+        if len(path) < 2:
+            return None
+        head, key, steps = path[0], path[1], path[2:]
+        holder = out.get(head) if isinstance(head, str) else None
+        first = "."
+        if head == "arguments" and isinstance(key, int):
+            if not isinstance(names, list) or key >= len(names):
+                return None
+            root = str(names[key])
+            if isinstance(types, list) and key < len(types) and str(types[key]).rstrip().endswith("*"):
+                first = "->"
+        elif head in _VALUE_KEYS and isinstance(key, str):
+            root = key
+        elif head == "backtrace" and isinstance(key, int) and len(path) >= 4 and path[2] == "locals":
+            frame = holder[key] if isinstance(holder, list) and key < len(holder) else None
+            local = path[3]
+            if not isinstance(frame, dict) or not isinstance(local, str):
+                return None
+            expression = sizing.spell(local, frame.get("locals", {}).get(local), path[4:], ".", nested)
+            return None if expression is None else f"{{variable: '{expression}', frame: {key}}}"
+        else:
+            return None
+        value = holder.get(key) if isinstance(holder, dict) else None
+        if isinstance(holder, list) and isinstance(key, int) and key < len(holder):
+            value = holder[key]
+        return sizing.quoted(sizing.spell(root, value, steps, first, nested))
+
+    return name
+
+
+def _event(row: EventRow, session_id: str, verbose: bool) -> dict[str, Any]:
     kind = row.kind
     is_function = kind in (EventKind.FUNCTION_ENTER, EventKind.FUNCTION_EXIT)
     values = values_for(RuntimeKind(row.runtime))
