@@ -86,8 +86,9 @@ def gdb_arguments(split: Split, control: Path) -> dict[str, str]:
 
 async def launch(strobe: StrobeClient, split: Split, project: Path, control: Control, mode: str) -> str:
     extra = {"symbolsPath": split.symbols_path} if split.symbols_path else {}
-    sid = (await strobe.call("debug_launch", command=str(split.binary), args=[mode, str(control.directory)],
-                             projectRoot=str(project), **extra))["sessionId"]
+    launched = await strobe.call("debug_launch", command=str(split.binary), args=[mode, str(control.directory)],
+                                 projectRoot=str(project), **extra)
+    sid = str(launched["sessionId"])
 
     async def ready() -> bool | None:
         page = await strobe.call("debug_query", sessionId=sid, eventType="stdout")
