@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from strobe.errors import NoDebugSymbols, ValidationError
-from strobe.symbols import debug_files
+from strobe.symbols import debug_files, dwarf_worker
 from strobe.symbols.addresses import locate
 from strobe.symbols.cfi import cfa_rule
 from strobe.symbols.debug_files import locate as locate_debug
@@ -255,3 +255,29 @@ def test_the_cached_index_is_rebuilt_once_the_debug_file_appears(build: Build, t
         (f.name, f.file, f.line) for f in build_index(build.full).functions)
     assert variable_index(binary).lookup("g_level").address == variable_index(build.full).lookup("g_level").address
     assert load_index(binary, cache_dir).elf.debug_file == str(debug)  # and that one is cached apart
+
+
+def test_worker_processes_scan_the_debug_file_with_the_binary_s_symbols(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    programs = Path(__file__).parent / "programs"
+    full = tmp_path / "multi"
+    _run("gcc", "-g", "-O0", "-Wl,--build-id", "-I", programs, "-o", full, programs / "cprog_main.c",
+         programs / "cprog_util.c")
+    debug = tmp_path / "multi.debug"
+    _run("objcopy", "--only-keep-debug", full, debug)
+    binary = tmp_path / "multi.stripped"
+    _run("strip", "--strip-all", "-o", binary, full)
+    _run("objcopy", f"--add-gnu-debuglink={debug}", binary)
+    expected = function_view(full)
+    started: list[tuple[object, ...]] = []
+    real_start = dwarf_worker._start
+
+    def counting(*args: object) -> object:
+        started.append(args)
+        return real_start(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(dwarf_worker, "WORKERS", 2)
+    monkeypatch.setattr(dwarf_worker, "MIN_PARALLEL_BYTES", 0)
+    monkeypatch.setattr(dwarf_worker, "_start", counting)
+    assert function_view(binary) == expected
+    assert started and started[0][0] == str(debug) and started[0][-1] == str(binary)  # a worker ran on it
