@@ -149,6 +149,9 @@ async def test_without_a_debug_file_the_launch_says_where_it_looked_and_what_to_
     assert hint is not None, launched
     assert str(split.global_dir / ".build-id") in hint  # the places searched
     assert "-dbgsym" in hint and "symbolsPath" in hint  # and how to fix it
+    error = await strobe.error("debug_trace", sessionId=launched["sessionId"], add=["measure"])  # the running program
+    assert error.code == "NO_DEBUG_SYMBOLS" and str(split.global_dir / ".build-id") in error.message
+    assert "symbolsPath" in error.message
     (control.directory / "go").touch()
     (control.directory / "end").touch()
     await strobe.wait_for_status(launched["sessionId"], "exited", timeout=30)

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from strobe.errors import NoDebugSymbols, ValidationError
 from strobe.instrument.protocol import ModuleInfo
+from strobe.symbols import debug_files
 from strobe.symbols.elf import read_elf_info
 from strobe.symbols.index import FunctionIndex, FunctionInfo, load_index
 from strobe.symbols.patterns import Pattern
@@ -118,10 +119,15 @@ class SessionSymbols:
 
     def require_debug_info(self) -> None:
         if not self.main_has_dwarf:
+            try:
+                searched = debug_files.locate(self.main_binary).reason
+            except ValidationError:
+                searched = None
             raise NoDebugSymbols(
                 f"{self.main_binary} has no DWARF debug info, so its functions cannot be found by name. Ask the "
                 "user before changing the build: compile with debug symbols (-g for gcc/clang, a debug profile "
                 "for cargo, `go build` without -ldflags=-w), relaunch, then add the patterns again."
+                + (f" {searched}" if searched else "")
             )
 
 
