@@ -15,6 +15,7 @@ import functools
 import logging
 from collections.abc import Mapping
 
+from strobe.daemon.go_abi import GO_HOOK_REFUSAL
 from strobe.daemon.ingest import TraceIngest
 from strobe.daemon.live import LiveSession
 from strobe.daemon.process import TracedProcess
@@ -91,11 +92,17 @@ class Hooking:
         for slot in to_remove:
             process.hooked.pop(slot, None)
         warnings: list[str] = []
+        go: list[str] = []  # one warning for all the Go code: a pattern such as 'main.*' selects only Go
         for slot, function in to_add:
-            if slot in failed:  # the runtime's reason says why (native: symbols/hook_safety.py, or Frida's refusal)
+            if failed.get(slot) == GO_HOOK_REFUSAL:
+                go.append(function.name)
+            elif slot in failed:  # the runtime's reason says why (native: symbols/hook_safety.py, or Frida's refusal)
                 warnings.append(f"Could not hook {function.name}: {failed[slot]}.")
             else:
                 process.hooked[slot] = function
+        if go:
+            named = ", ".join(go[:8]) + (f" and {len(go) - 8} more" if len(go) > 8 else "")
+            warnings.append(f"Not hooked, Go code ({named}): {GO_HOOK_REFUSAL}.")
         native = [f for f in fresh if f.runtime == "native"]  # register plans come from DWARF
         if live.types is not None and native:
             live.types.hooked([(trace.slot_of[f.key], f) for f in native])

@@ -22,6 +22,8 @@ import threading
 from typing import Any
 
 import frida
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
 from pydantic import ValidationError as PydanticValidationError
 
 from strobe.errors import FridaAttachFailed
@@ -63,6 +65,28 @@ from strobe.instrument.records import RECORD_SIZE
 log = logging.getLogger(__name__)
 
 CHILD_RESUME_DEADLINE_S = 30.0  # a gated child the daemon has not resumed by then is resumed anyway
+def static_executable_refusal(path: str) -> str | None:
+    """Why the ELF executable at `path` cannot be launched under Frida when it is statically linked (no PT_INTERP: no
+    dynamic loader, no libc to load the agent with; Frida's injector then fails with "loader crashed with signal
+    11"), None for anything else (a dynamic executable, a script, a file that is not ELF)."""
+    try:
+        with open(path, "rb") as file:
+            elf = ELFFile(file)
+            if elf["e_type"] not in ("ET_EXEC", "ET_DYN") or not any(True for _ in elf.iter_segments("PT_LOAD")):
+                return None
+            if any(True for _ in elf.iter_segments("PT_INTERP")):
+                return None
+            go = elf.get_section_by_name(".go.buildinfo") is not None
+    except (OSError, ELFError):
+        return None
+    how = ("build it linked dynamically: `CGO_ENABLED=1 go build -ldflags=-linkmode=external` (Go links statically "
+           "when cgo is off or unused)" if go else
+           "link it dynamically (without -static; Rust: not the musl target nor +crt-static)")
+    return (f"{path} is statically linked (no program interpreter), and Frida can load Strobe's agent only into a "
+            "program that has the dynamic loader and libc: its injector crashes in such a process ('loader crashed "
+            f"with signal 11'). To debug it with Strobe, {how}, then launch it again; or run it without Strobe.")
+
+
 def _parent_of(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/status") as status:
@@ -109,6 +133,9 @@ class Launcher:
         self, argv: list[str], cwd: str, env: dict[str, str], agent_js: str, observer: ProcessObserver
     ) -> ProcessHandle:
         """Spawn suspended, attach, load the agent and wait for its handshake. The caller resumes."""
+        refusal = static_executable_refusal(argv[0])
+        if refusal is not None:
+            raise FridaAttachFailed(refusal)
         device = self._get_device()
         try:
             pid = int(device.spawn(argv, cwd=cwd, env=env or None, stdio="pipe"))

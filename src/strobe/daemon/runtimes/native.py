@@ -4,7 +4,8 @@
 
 A function a hook at its entry would break (a branch of it lands inside the bytes the hook overwrites:
 symbols/hook_safety.py) is never sent to the agent: `apply_hooks` answers it as failed, with why
-(`unsafe_entries`, which daemon/breakpoints.py asks too for a breakpoint at a function's entry)."""
+(`unsafe_entries`, which daemon/breakpoints.py asks too for a breakpoint at a function's entry). Go code is never
+hooked: its goroutine stacks have no room for Frida's trampoline (daemon/go_abi.py, `GO_HOOK_REFUSAL`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from strobe.daemon.go_abi import GO_HOOK_REFUSAL, go_functions
 from strobe.daemon.ingest import SlotTable, TraceIngest
 from strobe.daemon.runtimes.base import AgentHandle, Run, Runtime, RuntimeKind, ValueRenderer
 from strobe.daemon.symbols import SessionSymbols, TraceableFunction, load_session_symbols, preload_main_index
@@ -25,13 +27,14 @@ K = TypeVar("K")
 
 
 def unsafe_entries(functions: Sequence[tuple[K, TraceableFunction]]) -> dict[K, str]:
-    """The native functions among `functions` (key, function) that a hook at their entry would break, each with why
-    (symbols/hook_safety.py); blocking (it may read and disassemble thousands of functions): run it in a thread."""
+    """The native functions among `functions` (key, function) that a hook at their entry would break, each with why:
+    Go code (daemon/go_abi.py), or a branch into the hook's bytes (symbols/hook_safety.py); blocking (it may read and
+    disassemble thousands of functions): run it in a thread."""
+    unsafe = go_functions(functions)
     by_module: dict[str, list[tuple[K, TraceableFunction]]] = {}
     for key, function in functions:
-        if function.runtime == "native" and function.runtime_address:
+        if function.runtime == "native" and function.runtime_address and key not in unsafe:
             by_module.setdefault(function.module, []).append((key, function))
-    unsafe: dict[K, str] = {}
     for module, chosen in by_module.items():
         verdicts = HOOK_SAFETY.verdicts(module, [(f.info.address, f.info.size) for _, f in chosen])
         for (key, _), verdict in zip(chosen, verdicts, strict=True):
@@ -78,7 +81,8 @@ class NativeRuntime(Runtime):
                                                   sample_every))
         if not add:
             return {}
-        failed = {slot: f"{why} (left unhooked; trace its callers or the functions it calls instead)"
+        failed = {slot: why if why == GO_HOOK_REFUSAL else
+                  f"{why} (left unhooked; trace its callers or the functions it calls instead)"
                   for slot, why in (await asyncio.to_thread(unsafe_entries, add)).items()}
         safe = [(s, f.runtime_address) for s, f in add if s not in failed]
         if safe:

@@ -1,0 +1,3 @@
+module example.com/govalues
+
+go 1.18
