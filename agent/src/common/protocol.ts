@@ -369,11 +369,17 @@ export interface WatchesRequest {
 // Pointers followed at call time (see native/follow.ts). A node: `n` bytes to copy at the pointee, C-string
 // pointers at offsets `s`, pointer fields at `p` (offset, node) to follow further; `t: 1` reads a C string.
 // A function's slots: (key, register, node), register 0-5 = rdi..r9 on entry, 6 = rax on exit.
+// A node of a follow plan: copy `n` bytes; C-string pointers at offsets `s`; pointers to follow [offset, node];
+// counted data [data pointer offset, count offset, 0: the count is a u64 | 1: an end pointer, array node].
+// t: 1 = a C string; 2 = an array node: at most `m` elements of `n` bytes, each following node `e`'s s/p/q.
 export interface FollowNode {
   n: number;
   s?: number[];
   p?: [number, number][];
+  q?: [number, number, number, number][];
   t?: number;
+  m?: number;
+  e?: number;
 }
 
 export interface FollowFunction {
@@ -381,6 +387,8 @@ export interface FollowFunction {
   version: number;
   nodes: FollowNode[];
   slots: [string, number, number][];
+  // values held in registers (key, registers 0-5 or 6 for rax, in order, node): their words are the node's bytes
+  words?: [string, number[], number][];
   capture?: number; // WATCH_CAPTURE_* bits: float, stack and second return registers its signature needs
 }
 

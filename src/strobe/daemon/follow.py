@@ -26,20 +26,25 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from strobe.daemon import lang_values as lang
 from strobe.daemon.signatures import GPRS
-from strobe.symbols.decode import decode, strings_by_pointer
+from strobe.symbols.decode import decode, live_variant
+from strobe.symbols.dwarf_dies import AT_TYPE
 from strobe.symbols.signatures import FunctionSignature
-from strobe.symbols.types import MAX_ARRAY_ITEMS, ValueLayout, read_size, string_offsets
-from strobe.symbols.variables import variable_index
+from strobe.symbols.types import MAX_ARRAY_ITEMS, ValueLayout, read_size
+from strobe.symbols.variables import VariableIndex, variable_index
 
 RAX = 6  # a slot's register: 0-5 are rdi..r9 on entry; 6 is rax on exit (a[0] of the exit record)
 MAX_NODES = 64  # (struct type, levels left) nodes per function
 MAX_POINTERS = 16  # pointer fields followed per node
 RETURN_KEY = "r"
+_TAG_TEMPLATE_TYPE_PARAM = 0x2F
+_MAX_STRINGS = 64  # C strings read per node
+_LANG_DEPTH = 8  # extra type-table levels: a Rust String's pointer sits 6 structs deep
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,38 +55,69 @@ class Child:
 
 
 @dataclass(frozen=True, slots=True)
+class CountedChild:
+    """Counted data owned by a value in the node's bytes: its data pointer at `offset`, its count at `count`
+    (an end pointer when `end`); `node` is the array node of its elements."""
+
+    offset: int
+    count: int
+    end: bool
+    node: int
+
+
+@dataclass(frozen=True, slots=True)
 class Node:
     layout: ValueLayout | None  # what the bytes at the pointee decode as; None: a C string
     children: tuple[Child, ...] = ()
+    counted: tuple[CountedChild, ...] = ()
+    size: int = 0  # bytes to copy (at least read_size(layout))
+    cap: int = 0  # > 0: an array node: at most `cap` elements of `layout`, behind a CountedChild
+    element: int | None = None  # array node: the node whose strings/pointers/counted data each element has
+    text: bool = False  # array node: UTF-8 text
+    strings: tuple[int, ...] = ()  # offsets of the C-string pointers (none inside language values)
 
     def wire(self) -> dict[str, Any]:
         if self.layout is None:
             return {"n": 0, "t": 1}
-        out: dict[str, Any] = {"n": read_size(self.layout)}
-        strings = string_offsets(self.layout)
-        if strings:
-            out["s"] = strings
+        if self.cap:
+            out: dict[str, Any] = {"n": self.layout.size, "t": 2, "m": self.cap}
+            if self.element is not None:
+                out["e"] = self.element
+            return out
+        out = {"n": max(read_size(self.layout), self.size)}
+        if self.strings:
+            out["s"] = list(self.strings)
         if self.children:
             out["p"] = [[c.offset, c.node] for c in self.children]
+        if self.counted:
+            out["q"] = [[c.offset, c.count, 1 if c.end else 0, c.node] for c in self.counted]
         return out
 
 
 @dataclass(frozen=True, slots=True)
 class Slot:
     key: str  # the parameter's index ("0", "1"...) or "r" for the return value
-    register: int  # 0-5 rdi..r9 (on entry) or RAX (on exit)
+    register: int  # 0-5 rdi..r9 (on entry) or RAX (on exit); the first of `words`
     node: int
     name: str  # how circular references name it: the parameter's name, or "return"
+    words: tuple[int, ...] = ()  # a value held in these registers (in order), copied as the node's bytes
 
 
 @dataclass(frozen=True, slots=True)
 class FollowPlan:
     nodes: tuple[Node, ...]
     slots: tuple[Slot, ...]
+    shapes: Mapping[int, lang.Shape] = dataclasses.field(default_factory=dict)  # by id() of the node layouts
+    pinned: tuple[ValueLayout, ...] = dataclasses.field(default=(), compare=False, repr=False)  # keeps those ids
 
     def wire(self, func_id: int, version: int) -> dict[str, Any]:
-        return {"id": func_id, "version": version, "nodes": [n.wire() for n in self.nodes],
-                "slots": [[s.key, s.register, s.node] for s in self.slots]}
+        out: dict[str, Any] = {
+            "id": func_id, "version": version, "nodes": [n.wire() for n in self.nodes],
+            "slots": [[s.key, s.register, s.node] for s in self.slots if not s.words]}
+        words = [[s.key, list(s.words), s.node] for s in self.slots if s.words]
+        if words:
+            out["words"] = words
+        return out
 
 
 def plan_function(module_path: str, static_address: int, register_plan: str | None, levels: int) -> FollowPlan | None:
@@ -92,33 +128,54 @@ def plan_function(module_path: str, static_address: int, register_plan: str | No
     index = variable_index(module_path)
     with index.lock:  # the index's DIE reader and type table are not thread-safe
         # A struct level behind a pointer takes two levels of the type table (the pointer, then the struct).
-        signature = index.signature(static_address, 2 * levels + 1)
-    if signature is None:
-        return None
-    return follow_plan(json.loads(register_plan), signature, levels)
+        signature = index.signature(static_address, 2 * levels + 1 + _LANG_DEPTH)
+        if signature is None:
+            return None
+        return follow_plan(json.loads(register_plan), signature, levels, _TemplateArgs(index, 2 * levels + _LANG_DEPTH))
 
 
-def follow_plan(register_plan: Mapping[str, Any], signature: FunctionSignature, levels: int) -> FollowPlan | None:
+class _TemplateArgs:
+    """The layouts of a generic type's type parameters (DW_TAG_template_type_param), found through the type
+    table that built its layout. Called with the index's lock held."""
+
+    def __init__(self, index: VariableIndex, depth: int) -> None:
+        self.types = index.types
+        self.depth = depth
+        self._refs: dict[int, int] | None = None
+
+    def __call__(self, layout: ValueLayout) -> Sequence[ValueLayout]:
+        if self._refs is None:  # every layout the table built, by identity: its DIE
+            self._refs = {id(v): key[0] for key, v in self.types._layouts.items() if key[0] is not None}
+        ref = self._refs.get(id(layout))
+        die = self.types.strip(ref) if ref is not None else None
+        if die is None:
+            return ()
+        found = []
+        for child in self.types.reader.children(die):
+            if child.tag == _TAG_TEMPLATE_TYPE_PARAM:
+                found.append(self.types.layout(child.ref(AT_TYPE), self.depth))
+        return found
+
+
+def follow_plan(register_plan: Mapping[str, Any], signature: FunctionSignature, levels: int,
+                template_args: lang.TemplateArgs | None = None) -> FollowPlan | None:
     """What to follow for a function, from its register plan (parsed JSON) and its DWARF signature; None when
-    no parameter or return value is worth following."""
-    builder = _Builder()
+    no parameter or return value is worth following. `template_args`: a generic type's type arguments."""
+    builder = _Builder(template_args)
     slots: list[Slot] = []
     params = [p for p in register_plan.get("params", ()) if isinstance(p, dict)]
     for i, (entry, param) in enumerate(zip(params, signature.params, strict=False)):
-        register = _register(entry, GPRS)
-        if register is None:
-            continue
-        node = builder.behind(param.layout, levels, by_reference=bool(entry.get("reference")))
-        if node is not None:
-            slots.append(Slot(str(i), register, node, param.name))
+        slot = builder.slot(str(i), entry, param.layout, param.name, GPRS, levels)
+        if slot is not None:
+            slots.append(slot)
     returns = register_plan.get("returns")
-    if isinstance(returns, dict) and signature.returns is not None and _register(returns, ("rax",)) is not None:
-        node = builder.behind(signature.returns, levels, by_reference=bool(returns.get("address")))
-        if node is not None:
-            slots.append(Slot(RETURN_KEY, RAX, node, "return"))
+    if isinstance(returns, dict) and signature.returns is not None:
+        slot = builder.slot(RETURN_KEY, returns, signature.returns, "return", ("rax",), levels)
+        if slot is not None:
+            slots.append(slot)
     if not slots:
         return None
-    return FollowPlan(tuple(builder.nodes), tuple(slots))
+    return FollowPlan(tuple(builder.nodes), tuple(slots), builder.shapes, tuple(builder.pinned))
 
 
 def _register(entry: Mapping[str, Any], names: tuple[str, ...]) -> int | None:
@@ -134,12 +191,58 @@ def _register(entry: Mapping[str, Any], names: tuple[str, ...]) -> int | None:
     return RAX if reg == "rax" else names.index(reg)
 
 
+def _words(entry: Mapping[str, Any], names: tuple[str, ...]) -> tuple[int, ...] | None:
+    """The registers holding a value whole, 8 bytes each in order (the last may hold fewer), or None."""
+    pieces = entry.get("pieces")
+    if not isinstance(entry.get("value"), dict) or not isinstance(pieces, list) or not pieces:
+        return None
+    regs: list[int] = []
+    for i, piece in enumerate(pieces):
+        reg = piece.get("reg") if isinstance(piece, dict) else None
+        if reg not in names or piece.get("at") != 8 * i or not 0 < int(piece.get("size", 0)) <= 8:
+            return None
+        regs.append(RAX if reg == "rax" else names.index(reg))
+    return tuple(regs)
+
+
 class _Builder:
-    def __init__(self) -> None:
+    def __init__(self, template_args: lang.TemplateArgs | None) -> None:
         self.nodes: list[Node] = []
+        self.shapes: dict[int, lang.Shape] = {}
+        self.pinned: list[ValueLayout] = []
+        self._args = template_args
         self._memo: dict[tuple[int, int], int | None] = {}
+        self._arrays: dict[tuple[int, int], int | None] = {}
         self._trimmed: dict[tuple[int, int], ValueLayout] = {}
+        self._shapes: dict[int, lang.Shape | None] = {}
         self._cstring: int | None = None
+
+    def shape(self, layout: ValueLayout) -> lang.Shape | None:
+        key = id(layout)
+        if key not in self._shapes:
+            found = self._shapes[key] = lang.shape(layout, self._args)
+            if found is not None:
+                self.shapes[key] = found
+                self.pinned.append(layout)
+        return self._shapes[key]
+
+    def slot(self, key: str, entry: Mapping[str, Any], layout: ValueLayout, name: str, names: tuple[str, ...],
+             levels: int) -> Slot | None:
+        """How the agent follows one parameter or the return value: a pointer in a register, or a language
+        value (a &str, an Rc, a Box) held in registers whose words the agent copies as its bytes."""
+        if self.shape(layout) is not None and not entry.get("reference") and not entry.get("address"):
+            words = _words(entry, names)
+            node = self.node(layout, levels) if words is not None else None
+            if words is not None and node is not None and len(words) * 8 >= min(read_size(layout), layout.size):
+                return Slot(key, words[0], node, name, words)
+            if words is not None:
+                return None
+        register = _register(entry, names)
+        if register is None:
+            return None
+        by_reference = bool(entry.get("reference")) or bool(entry.get("address"))
+        node = self.behind(layout, levels, by_reference)
+        return None if node is None else Slot(key, register, node, name)
 
     def behind(self, layout: ValueLayout, levels: int, by_reference: bool) -> int | None:
         """The node of what a register value points to: `layout` itself when the value is passed or returned
@@ -155,9 +258,18 @@ class _Builder:
             return self._cstring
         return self.node(layout.pointee, levels) if layout.pointee is not None else None
 
-    def node(self, layout: ValueLayout, levels: int) -> int | None:
-        """The node showing a struct with `levels` struct levels (itself included), or None."""
-        if layout.kind != "struct" or layout.truncated or layout.union or levels <= 0 or not layout.fields:
+    def node(self, layout: ValueLayout, levels: int, any_value: bool = False) -> int | None:
+        """The node showing a struct (or a language value, or a Rust enum; with `any_value` any value) with
+        `levels` struct levels (itself included), or None."""
+        if levels <= 0 or layout.size <= 0:
+            return None
+        shaped = self.shape(layout) is not None
+        if layout.kind == "struct":
+            if not shaped and (layout.truncated or layout.union or not layout.fields):
+                return None
+        elif not (shaped or (layout.kind == "enum" and layout.variants) or any_value):
+            return None
+        if layout.kind in ("void", "function"):
             return None
         key = (id(layout), levels)
         if key in self._memo:
@@ -167,42 +279,119 @@ class _Builder:
         index = len(self.nodes)
         self.nodes.append(Node(None))  # placeholder: a recursive type finds its own index
         self._memo[key] = index
-        children: list[Child] = []
-        for offset, path, pointee, left in self._pointers(layout, levels, 0, ()):
-            if len(children) >= MAX_POINTERS:
-                break
-            child = self.node(pointee, left)
-            if child is not None:
-                children.append(Child(offset, path, child))
-        self.nodes[index] = Node(self._trim(layout, levels), tuple(children))
+        self.nodes[index] = self._content(layout, levels)
         return index
 
-    def _pointers(
-        self, layout: ValueLayout, levels: int, base: int, path: tuple[str | int, ...]
-    ) -> list[tuple[int, tuple[str | int, ...], ValueLayout, int]]:
-        """Pointer-to-struct fields of a value with `levels` left: (offset, path, pointee, levels left for it)."""
-        found: list[tuple[int, tuple[str | int, ...], ValueLayout, int]] = []
+    def _content(self, layout: ValueLayout, levels: int) -> Node:
+        walk = _Walk()
+        self._walk(layout, levels, 0, (), walk, top=True)
+        children: list[Child] = []
+        for offset, path, pointee, left in walk.pointers:
+            if len(children) >= MAX_POINTERS:
+                break
+            child = self.node(pointee, left, any_value=self._owned(offset, walk))
+            if child is not None:
+                children.append(Child(offset, path, child))
+        counted: list[CountedChild] = []
+        for offset, count, shape, left in walk.counted:
+            array = self._array(shape, left)
+            if array is not None:
+                counted.append(CountedChild(offset, count, shape.end, array))
+        size = max([read_size(layout), *(c.offset + 8 for c in children),
+                    *(max(c.offset, c.count) + 8 for c in counted), walk.end])
+        return Node(self._trim(layout, levels), tuple(children), tuple(counted), min(size, layout.size or size),
+                    strings=tuple(walk.strings[:_MAX_STRINGS]))
+
+    def _follows(self, layout: ValueLayout, levels: int) -> bool:
+        """Whether a value of `layout` holds anything the agent follows (its C strings, pointees, counted data)."""
+        walk = _Walk()
+        self._walk(layout, levels, 0, (), walk, top=True)
+        return bool(walk.pointers or walk.counted or walk.strings)
+
+    @staticmethod
+    def _owned(offset: int, walk: _Walk) -> bool:
+        return offset in walk.owned
+
+    def _array(self, shape: lang.Counted, levels: int) -> int | None:
+        """The array node of counted data: its elements (trimmed to `levels`) and what each one follows."""
+        if shape.element is None:
+            return None
+        key = (id(shape.element), levels)
+        if key in self._arrays:
+            return self._arrays[key]
+        if len(self.nodes) >= MAX_NODES:
+            return None
+        index = len(self.nodes)
+        self.nodes.append(Node(None))
+        self._arrays[key] = index
+        element = None
+        if not shape.text and self._follows(shape.element, levels):
+            element = self.node(shape.element, levels, any_value=True)
+        self.nodes[index] = Node(self._trim(shape.element, levels), size=shape.element.size, cap=shape.cap,
+                                 element=element, text=shape.text)
+        return index
+
+    def _walk(self, layout: ValueLayout, levels: int, base: int, path: tuple[str | int, ...], walk: _Walk,
+              top: bool = False) -> None:
+        """What a value with `levels` left holds to follow: pointer-to-struct fields, owning pointers and
+        counted data of language values, inside structs, arrays and every variant of a Rust enum."""
+        if len(walk.pointers) >= MAX_POINTERS:
+            return
+        shape = self.shape(layout)
+        if shape is not None and levels > 0:
+            if isinstance(shape, lang.Counted):
+                walk.counted.append((base + shape.pointer, base + shape.count, shape, levels - (0 if top else 1)))
+                walk.end = max(walk.end, base + max(shape.pointer, shape.count) + 8)
+            elif isinstance(shape, lang.Smart):
+                if shape.pointee is not None:
+                    walk.pointers.append((base + shape.pointer, path, shape.pointee, levels))
+                    walk.owned.add(base + shape.pointer)
+                counts = self._counts(layout, shape)
+                if counts is not None:
+                    walk.pointers.append((base + shape.counts, path, counts, 1))
+                walk.end = max(walk.end, base + max(shape.pointer, shape.counts) + 8)
+            else:
+                walk.end = max(walk.end, base + shape.count + 8)
+            return
         if layout.kind == "struct" and not layout.truncated and not layout.union and levels > 0:
             for f in layout.fields:
                 if f.bit_size is None:
-                    found += self._pointers(f.layout, levels - 1, base + f.offset, (*path, f.name))
-        elif layout.kind == "array" and layout.element is not None and layout.element.kind in ("struct", "pointer"):
+                    self._walk(f.layout, levels - 1, base + f.offset, (*path, f.name), walk)
+        elif layout.kind == "array" and layout.element is not None and layout.element.kind in ("struct", "pointer",
+                                                                                                "enum", "array"):
             for i in range(min(layout.count, MAX_ARRAY_ITEMS)):
-                found += self._pointers(layout.element, levels, base + i * layout.element.size, (*path, i))
-                if len(found) >= MAX_POINTERS:
+                self._walk(layout.element, levels, base + i * layout.element.size, (*path, i), walk)
+                if len(walk.pointers) >= MAX_POINTERS:
                     break
-        elif (layout.kind == "pointer" and not layout.cstring and layout.pointee is not None
-              and layout.pointee.kind == "struct" and levels > 0):
-            found.append((base, path, layout.pointee, levels))
-        return found[:MAX_POINTERS]
+        elif layout.kind == "enum" and layout.variants:
+            for variant in layout.variants:  # any variant may be the live one: the host shows the live one's
+                self._walk(variant.field.layout, levels, base + variant.field.offset, (*path, variant.field.name),
+                           walk)
+        elif layout.kind == "pointer" and layout.cstring:
+            walk.strings.append(base)
+        elif (layout.kind == "pointer" and layout.pointee is not None and layout.pointee.kind == "struct"
+              and levels > 0):
+            walk.pointers.append((base, path, layout.pointee, levels))
+
+    @staticmethod
+    def _counts(layout: ValueLayout, shape: lang.Smart) -> ValueLayout | None:
+        """A shared_ptr's control block (_M_pi's pointee: its use count)."""
+        if shape.kind != "shared":
+            return None
+        refcount = layout.field("_M_refcount")
+        pi = refcount.layout.field("_M_pi") if refcount is not None else None
+        return pi.layout.pointee if pi is not None and pi.layout.kind == "pointer" else None
 
     def _trim(self, layout: ValueLayout, levels: int) -> ValueLayout:
-        """`layout` with structs beyond `levels` cut ("<TypeName>"); pointees are left out (never decoded)."""
+        """`layout` with structs beyond `levels` cut ("<TypeName>"); pointees are left out (never decoded).
+        Language values are kept whole: they show through their shape, not their fields."""
         key = (id(layout), levels)
         found = self._trimmed.get(key)
         if found is not None:
             return found
-        if layout.kind == "struct":
+        if self.shape(layout) is not None and levels > 0:
+            trimmed = layout
+        elif layout.kind == "struct":
             if layout.truncated or levels <= 0:
                 trimmed = dataclasses.replace(layout, fields=(), truncated=True)
             else:
@@ -211,12 +400,25 @@ class _Builder:
                                          for f in layout.fields))
         elif layout.kind == "array" and layout.element is not None:
             trimmed = dataclasses.replace(layout, element=self._trim(layout.element, levels))
+        elif layout.kind == "enum" and layout.variants:
+            trimmed = dataclasses.replace(layout, variants=tuple(
+                dataclasses.replace(v, field=dataclasses.replace(v.field, layout=self._trim(v.field.layout, levels)))
+                for v in layout.variants))
         elif layout.kind == "pointer":
             trimmed = dataclasses.replace(layout, pointee=None)
         else:
             trimmed = layout
         self._trimmed[key] = trimmed
         return trimmed
+
+
+@dataclass
+class _Walk:
+    pointers: list[tuple[int, tuple[str | int, ...], ValueLayout, int]] = dataclasses.field(default_factory=list)
+    counted: list[tuple[int, int, lang.Counted, int]] = dataclasses.field(default_factory=list)  # pointer, count
+    owned: set[int] = dataclasses.field(default_factory=set)  # offsets of owning pointers (any pointee)
+    end: int = 0  # bytes the language values need copied
+    strings: list[int] = dataclasses.field(default_factory=list)  # C-string pointers
 
 
 class FollowDecoder:
@@ -250,7 +452,7 @@ def _value(plan: FollowPlan, index: int, raw: Any, where: str, above: dict[str, 
     if "c" in raw:
         return f"<circular ref to {above.get(str(raw['c']), raw['c'])}>"
     if "e" in raw:
-        return f"<unreadable: {raw['e']}>"
+        return lang.unreadable(str(raw["e"]))
     node = plan.nodes[index] if 0 <= index < len(plan.nodes) else None
     if node is None:
         return None
@@ -259,31 +461,140 @@ def _value(plan: FollowPlan, index: int, raw: Any, where: str, above: dict[str, 
     try:
         data = bytes.fromhex(str(raw.get("h", "")))
     except ValueError:
-        return "<unreadable: undecodable bytes>"
-    texts = raw.get("s")
-    strings = strings_by_pointer(data, {int(k): v for k, v in texts.items()}) if isinstance(texts, dict) else {}
-    value = decode(node.layout, data, strings, named=True)
-    children = raw.get("p")
-    if isinstance(children, dict) and children:
-        below = {**above, str(raw.get("a")): where}
-        for child in node.children:
-            sub = children.get(str(child.offset))
-            if sub is not None:
-                _put(value, child.path, _value(plan, child.node, sub, f"{where}->{_spell(child.path)}", below))
-    return value
+        return lang.unreadable("undecodable bytes")
+    below = {**above, str(raw.get("a")): where}
+    return _Show(plan, node, data, 0, raw, where, below).value(node.layout, 0, ())
 
 
-def _put(value: Any, path: tuple[str | int, ...], item: Any) -> None:
-    """Replace the item at `path` (field names and array indexes) inside a decoded value."""
-    for i, step in enumerate(path):
-        held = isinstance(value, dict) and step in value
-        held = held or (isinstance(value, list) and isinstance(step, int) and step < len(value))
-        if not held:
-            return
-        if i == len(path) - 1:
-            value[step] = item
-        else:
-            value = value[step]
+def _keyed(raw: Any, key: str) -> dict[int, Any]:
+    found = raw.get(key) if isinstance(raw, dict) else None
+    if not isinstance(found, dict):
+        return {}
+    out: dict[int, Any] = {}
+    for k, v in found.items():
+        try:
+            out[int(k)] = v
+        except ValueError:
+            continue
+    return out
+
+
+class _Show:
+    """The JSON of one copy of a node's value: its bytes (`data`, the value at `origin`), the C strings, pointees
+    and counted data the agent read for it (by offset from `origin`), language values shown by their shape."""
+
+    def __init__(self, plan: FollowPlan, node: Node, data: bytes, origin: int, raw: Any, where: str,
+                 above: dict[str, str]) -> None:
+        self.plan, self.node, self.data, self.origin = plan, node, data, origin
+        self.strings = _keyed(raw, "s")
+        self.pointees = _keyed(raw, "p")
+        self.counted = _keyed(raw, "q")
+        self.where, self.above = where, above
+        self.children = {c.offset: c for c in node.children}
+        self.counts = {c.offset: c for c in node.counted}
+
+    def value(self, layout: ValueLayout, at: int, path: tuple[str | int, ...]) -> Any:
+        rel = at - self.origin
+        shape = self.plan.shapes.get(id(layout))
+        if shape is not None:
+            return self._shaped(layout, shape, at, rel, path)
+        kind = layout.kind
+        if kind == "struct":
+            if layout.truncated:
+                return f"<{layout.type_name}>"
+            return {f.name: self.value(f.layout, at + f.offset, (*path, f.name)) if f.bit_size is None
+                    else decode(dataclasses.replace(layout, fields=(f,)), self.data[at:], named=True)[f.name]
+                    for f in layout.fields}
+        if kind == "array" and layout.element is not None and layout.element.kind in ("struct", "pointer", "enum"):
+            shown = min(layout.count, MAX_ARRAY_ITEMS)
+            items = [self.value(layout.element, at + i * layout.element.size, (*path, i)) for i in range(shown)]
+            if layout.count > shown:
+                items.append(f"<{layout.count - shown} more>")
+            return items
+        if kind == "enum" and layout.variants:
+            return self._enum(layout, at, path)
+        if kind == "pointer":
+            if rel in self.children and rel in self.pointees:
+                child = self.children[rel]
+                return _value(self.plan, child.node, self.pointees[rel], f"{self.where}->{_spell(path)}"
+                              if path else self.where, self.above)
+            if layout.cstring and rel in self.strings:
+                return self.strings[rel]
+        return decode(layout, self.data[at:at + max(layout.size, 0)], named=True)
+
+    def _enum(self, layout: ValueLayout, at: int, path: tuple[str | int, ...]) -> Any:
+        found = layout.discriminant
+        if found is not None and at + found.offset + found.layout.size > len(self.data):
+            return None
+        variant = live_variant(layout, self.data, at)
+        if variant is None:
+            return f"<enum {layout.type_name}>"
+        payload = variant.field.layout
+        if payload.kind == "struct" and not payload.truncated and not payload.fields:
+            return lang.enum_value(layout, variant.field.name, None, unit=True)
+        value = self.value(payload, at + variant.field.offset, (*path, variant.field.name))
+        return lang.enum_value(layout, variant.field.name, lang.tuple_payload(value), unit=False)
+
+    def _word(self, at: int) -> int | None:
+        if at < 0 or at + 8 > len(self.data):
+            return None
+        return int.from_bytes(self.data[at:at + 8], "little")
+
+    def _shaped(self, layout: ValueLayout, shape: lang.Shape, at: int, rel: int, path: tuple[str | int, ...]) -> Any:
+        if isinstance(shape, lang.Sized):
+            count = self._word(at + shape.count)
+            return None if count is None else lang.sized(count)
+        if isinstance(shape, lang.Smart):
+            address = self._word(at + shape.pointer)
+            if address is None:
+                return None
+            child = self.children.get(rel + shape.pointer)
+            raw = self.pointees.get(rel + shape.pointer)
+            where = f"{self.where}->{_spell(path)}" if path else self.where
+            value = _value(self.plan, child.node, raw, where, self.above) if child is not None and raw else (
+                None if address == 0 else f"0x{address:x}")
+            counts = None
+            block, block_raw = self.children.get(rel + shape.counts), self.pointees.get(rel + shape.counts)
+            if shape.kind == "shared" and block is not None and block_raw:
+                decoded = _value(self.plan, block.node, block_raw, where, self.above)
+                if isinstance(decoded, dict) and "_M_use_count" in decoded:
+                    counts = {"useCount": decoded["_M_use_count"]}
+            return lang.smart(shape, address, value, counts)
+        counted = self.counts.get(rel + shape.pointer)
+        raw = self.counted.get(rel + shape.pointer)
+        if counted is None:
+            return f"<{layout.type_name}>"
+        if not isinstance(raw, dict):
+            return lang.unreadable("not copied")
+        return self._array(self.plan.nodes[counted.node], raw, path)
+
+    def _array(self, node: Node, raw: dict[str, Any], path: tuple[str | int, ...]) -> Any:
+        if "e" in raw:
+            return lang.unreadable(str(raw["e"]))
+        total = raw.get("k")
+        if not isinstance(total, int) or node.layout is None:
+            return lang.unreadable("no element count")
+        try:
+            data = bytes.fromhex(str(raw.get("h", "")))
+        except ValueError:
+            return lang.unreadable("undecodable bytes")
+        if node.text:
+            return lang.text(data, total)
+        size = node.layout.size
+        found = raw.get("x")
+        extras: list[Any] = found if isinstance(found, list) else []
+        element = self.plan.nodes[node.element] if node.element is not None else None
+        where = f"{self.where}->{_spell(path)}" if path else self.where
+        values: list[Any] = []
+        for i in range(len(data) // size if size > 0 else 0):
+            extra = extras[i] if i < len(extras) else None
+            if element is not None and isinstance(extra, dict):
+                show = _Show(self.plan, element, data, i * size, extra, f"{where}[{i}]", self.above)
+                values.append(show.value(node.layout, i * size, ()))
+            else:
+                show = _Show(self.plan, node, data, i * size, None, f"{where}[{i}]", self.above)
+                values.append(show.value(node.layout, i * size, ()))
+        return lang.items(values, total)
 
 
 def _spell(path: tuple[str | int, ...]) -> str:

@@ -363,10 +363,15 @@ class WatchesRequest(TypedDict):
 
 
 class FollowNode(TypedDict):
+    """daemon/follow.py's Node.wire: bytes, C strings, pointers, counted data (q), kind (t), cap, element."""
+
     n: int
     s: NotRequired[list[int]]
     p: NotRequired[list[tuple[int, int]]]
+    q: NotRequired[list[tuple[int, int, int, int]]]
     t: NotRequired[int]
+    m: NotRequired[int]
+    e: NotRequired[int]
 
 
 class FollowFunction(TypedDict):
@@ -374,6 +379,7 @@ class FollowFunction(TypedDict):
     version: int
     nodes: list[FollowNode]
     slots: list[tuple[str, int, int]]
+    words: NotRequired[list[tuple[str, list[int], int]]]  # values held in registers, copied as a node's bytes
     capture: NotRequired[int]  # records.WATCH_CAPTURE_* bits its signature needs (float, stack, rdx/xmm returns)
 
 

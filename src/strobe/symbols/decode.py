@@ -3,6 +3,7 @@
     decode(layout, data)                       # data: the bytes at the value's address (read_size(layout) of them)
     decode(layout, data, strings={0x5555: "hi"})  # C strings the agent read behind char* pointers
     decode(layout, data, named=True)           # structs beyond depth as "<TypeName>" instead of "<struct>"
+    live_variant(layout, data)                 # the variant a Rust enum's bytes hold (None: unknown)
 
 ints and floats as numbers (NaN/inf as strings), bools, char as a one-character string, pointers as "0x..."
 hex or null (a char* the agent read as its string), enums as the enumerator's name (the number when no
@@ -19,7 +20,7 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
-from strobe.symbols.types import MAX_ARRAY_ITEMS, MAX_STRING, Field, ValueLayout
+from strobe.symbols.types import MAX_ARRAY_ITEMS, MAX_STRING, Field, ValueLayout, Variant
 
 _FLOATS = {2: "<e", 4: "<f", 8: "<d"}
 
@@ -116,9 +117,12 @@ def _array(layout: ValueLayout, data: memoryview, at: int, strings: Mapping[int,
     return items
 
 
-def _variant(layout: ValueLayout, data: memoryview, at: int, strings: Mapping[int, str], named: bool) -> Any:
-    chosen = None
+def live_variant(layout: ValueLayout, data: bytes | memoryview, at: int = 0) -> Variant | None:
+    """The variant of a Rust enum (`layout.variants`) its bytes at `at` hold: the one whose discriminant value
+    matches, else the default (a niche layout's dataful variant), else the only one; None when the
+    discriminant's bytes are missing or no variant matches."""
     discriminant = layout.discriminant
+    chosen = None
     if discriminant is not None:
         start = at + discriminant.offset
         size = discriminant.layout.size
@@ -131,6 +135,15 @@ def _variant(layout: ValueLayout, data: memoryview, at: int, strings: Mapping[in
         chosen = next((v for v in layout.variants if v.value is None), None)
     if chosen is None and len(layout.variants) == 1:
         chosen = layout.variants[0]
+    return chosen
+
+
+def _variant(layout: ValueLayout, data: memoryview, at: int, strings: Mapping[int, str], named: bool) -> Any:
+    if layout.discriminant is not None:
+        start = at + layout.discriminant.offset
+        if layout.discriminant.layout.size <= 0 or start + layout.discriminant.layout.size > len(data):
+            return None
+    chosen = live_variant(layout, data, at)
     if chosen is None:
         return f"<enum {layout.type_name}>"
     payload = chosen.field.layout
