@@ -20,6 +20,7 @@ import time
 import weakref
 from typing import Any
 
+from strobe.daemon.break_sites import drop_unhookable_sites
 from strobe.daemon.break_values import compile_sites, entry_arguments
 from strobe.daemon.breakpoint_state import Breakpoint, PausedThread, SessionBreakpoints, Site
 from strobe.daemon.crashes import crash_row, describe_thread, thread_name
@@ -36,10 +37,9 @@ from strobe.daemon.py_breakpoints import (
 )
 from strobe.daemon.registry import LiveSessions
 from strobe.daemon.runtimes.cpython import CPYTHON, CPythonRuntime
-from strobe.daemon.runtimes.native import unsafe_entries
 from strobe.daemon.services import Services
 from strobe.daemon.step_plans import frame_address, module_of, step_plan
-from strobe.daemon.symbols import ModuleSymbols, SessionSymbols, TraceableFunction
+from strobe.daemon.symbols import ModuleSymbols, SessionSymbols
 from strobe.daemon.thread_holds import hold_others, release_holds
 from strobe.daemon.tracing import parse_patterns, plan_hooks
 from strobe.errors import StrobeError, ValidationError
@@ -54,25 +54,10 @@ MAX_BREAKPOINTS = 100  # per session
 MAX_ADDRESSES = 64  # functions one breakpoint's pattern may select
 MAX_CONDITION_CHARS = 1000
 READ_TIMEOUT_S = 5.0
-HOOK_BYTES = 16  # what an Interceptor hook may overwrite at a traced function's entry
 # Go: a line's breakpoint runs on the stopped thread's stack, in Go code a goroutine's (2 KiB at first, grown only by
 # Go code); a paused Go thread holds up the garbage collector. (Rust's small alternate signal stacks, where Frida
 # handles the trap, are replaced by the agent: agent/src/native/altstack.ts.)
 _REFUSED_LINE_LANGUAGES = (".go",)
-
-
-def under_line_breakpoints(live: LiveSession, desired: dict[Any, TraceableFunction]) -> list[str]:
-    """Leave out of `desired` (hooks about to be made) the functions whose first bytes hold a line breakpoint's
-    int3 (a hook's jump would overwrite it); a warning for each."""
-    lines = [site.address for bp in live.breakpoints.breakpoints.values() for site in bp.sites
-             if site.kind == "line" and site.runtime == "native"]
-    warnings: list[str] = []
-    for key, function in list(desired.items()):
-        if function.runtime == "native" and any(0 <= a - function.runtime_address < HOOK_BYTES for a in lines):
-            del desired[key]
-            warnings.append(f"{function.name} was not hooked: a line breakpoint is set at its first instruction. "
-                            "Remove that breakpoint (debug_breakpoint) to trace it.")
-    return warnings
 
 
 def _entry_details(symbols: SessionSymbols, report: PauseReport) -> dict[str, Any]:
@@ -178,21 +163,7 @@ class Breaking:
         # Off the event loop: a line's sites come from decoding every line program of the modules (cached after).
         made = await asyncio.to_thread(lambda: [self._resolve(live, request, symbols, state) for request in add])
         process = live.root
-        traced = [f for f in process.hooked.values() if f.runtime == "native"]
-        for bp in made:  # an int3 must not land on the bytes a trace hook's jump replaced (and the reverse)
-            clash = [s for s in bp.sites if s.kind == "line" and s.runtime == "native"
-                     and any(0 <= s.address - f.runtime_address < HOOK_BYTES for f in traced)]
-            if clash:
-                names = ", ".join(sorted({str(s.function) for s in clash}))
-                warnings.append(f"Breakpoint on '{bp.target}': {len(clash)} location(s) at the start of a traced "
-                                f"function ({names}) left out: break at the function instead, or stop tracing it.")
-                bp.sites = [s for s in bp.sites if s not in clash]
-        unsafe = await asyncio.to_thread(unsafe_entries, [(s, s.traceable) for bp in made for s in bp.sites
-                                                          if s.kind == "entry" and s.traceable is not None])
-        for bp in made:  # an entry breakpoint is an entry hook: none where a hook would break the function
-            warnings += [f"Breakpoint on '{bp.target}': {s.function} left out: {unsafe[s]}; break at a line inside it "
-                         "instead." for s in bp.sites if s in unsafe]
-            bp.sites = [s for s in bp.sites if s not in unsafe]
+        warnings += await asyncio.to_thread(drop_unhookable_sites, made, list(process.hooked.values()))
         made = [bp for bp in made if bp.sites]
         in_python = [bp for bp in made if bp.python]
         specs: list[BreakpointSpec] = []

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from strobe.daemon.argtypes import PLANS_BEFORE_RUN_S
-from strobe.daemon.breakpoints import Breaking, under_line_breakpoints
+from strobe.daemon.break_sites import under_line_breakpoints
+from strobe.daemon.breakpoints import Breaking
 from strobe.daemon.children import GONE, ChildFollowing
 from strobe.daemon.crash_store import CrashStorage
 from strobe.daemon.frame_reads import VariableRef
@@ -212,8 +213,7 @@ class SessionManager:
         services.reader.close()
 
     async def _settle_for_shutdown(self, live: LiveSession) -> None:
-        """Every session waits STOP_TIMEOUT_S at most for its end, all at once: shutdown takes one wait, not one
-        per session."""
+        """Every session waits STOP_TIMEOUT_S at most for its end, all at once (one wait, not one per session)."""
         try:
             await asyncio.wait_for(live.finished.wait(), STOP_TIMEOUT_S)
         except TimeoutError:
