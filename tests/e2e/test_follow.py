@@ -112,3 +112,7 @@ async def test_following_is_limited_per_function_and_second(
     # At most 1000 followed calls of a function per second: 2000 if the round straddles two seconds.
     assert 0 < followed(last_round) <= 2000
     assert next(e for e in last_round if isinstance(e["arguments"][0], dict))["arguments"][0]["name"] == "alpha"
+    # A call past the limit says why its pointer shows an address; a followed one has nothing to explain.
+    for event in last_round:
+        assert ("notFollowed" in event) != isinstance(event["arguments"][0], dict)
+    assert "1,000 calls" in next(e["notFollowed"] for e in last_round if "notFollowed" in e)

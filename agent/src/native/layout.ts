@@ -36,6 +36,7 @@ export const FLAG_NATIVE_WATCH = 2; // the record just before is a KIND_WATCH re
 export const FLAG_JS_WATCH = 4; // JavaScript watch values travel under this record's sequence number
 export const FLAG_FOLLOWED = 8; // followed pointer values travel under this record's sequence number
 export const FLAG_EXT = 16; // enter: KIND_XMM/KIND_STACK records precede it; exit: a[2..4] hold rdx, xmm0, xmm1
+export const FLAG_UNFOLLOWED = 32; // its pointers were not followed: past the function's follow limit this second
 
 export const NO_PARENT = 0xffffffff;
 
@@ -110,7 +111,7 @@ export const C_LAYOUT: Record<string, number> = {
   RECORD_SIZE, RECORD_TS, RECORD_TID, RECORD_FUNC, RECORD_KIND, RECORD_FLAGS, RECORD_PARENT, RECORD_ARGS,
   RECORD_ARG_COUNT, RECORD_ARG_SIZE,
   KIND_ENTER, KIND_EXIT, KIND_WATCH, KIND_XMM, KIND_STACK,
-  FLAG_SAMPLED, FLAG_NATIVE_WATCH, FLAG_JS_WATCH, FLAG_FOLLOWED, FLAG_EXT,
+  FLAG_SAMPLED, FLAG_NATIVE_WATCH, FLAG_JS_WATCH, FLAG_FOLLOWED, FLAG_EXT, FLAG_UNFOLLOWED,
   NO_PARENT,
   RING_CAPACITY, RING_HEADROOM, COMMITTED_SIZE,
   MAX_FUNCTIONS, FSTATE_SIZE, FSTATE_WINDOW_START, FSTATE_CALLS, FSTATE_SAMPLING, FSTATE_SAMPLED_OUT,

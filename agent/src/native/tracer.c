@@ -234,8 +234,11 @@ on_enter (GumInvocationContext * ic)
   inv->st = st;
   inv->tid = tid;
   wm = fs->watch_mask;
-  if (calls > shared.follow_limit)
+  if (calls > shared.follow_limit && (wm & WATCH_FOLLOW) != 0)
+  {
     wm &= ~WATCH_FOLLOW; /* following costs microseconds in JavaScript: past the limit, calls keep their addresses */
+    inv->flags |= FLAG_UNFOLLOWED; /* and their events say why */
+  }
   inv->flags |= wm << WATCH_SHIFT;
   native = (wm & WATCH_NATIVE) != 0 ? 1u : 0u;
   ext = ((wm & WATCH_CAPTURE_XMM) != 0 ? 1u : 0u) + ((wm & WATCH_CAPTURE_STACK) != 0 ? 1u : 0u);

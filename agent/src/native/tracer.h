@@ -104,7 +104,7 @@ LAYOUT (fstate, sizeof (FState) == FSTATE_SIZE && AT (FState, window_start, FSTA
 LAYOUT (native_watch, sizeof (NativeWatch) == NATIVE_WATCH_SIZE
     && AT (NativeWatch, address, NATIVE_WATCH_ADDRESS) && AT (NativeWatch, size, NATIVE_WATCH_WIDTH));
 LAYOUT (native_slots, WATCH_NATIVE == (1u << NATIVE_WATCH_SLOTS) - 1u && NATIVE_WATCH_SLOTS <= RECORD_ARG_COUNT);
-LAYOUT (invocation_flags, (FLAG_SAMPLED | FLAG_NATIVE_WATCH | FLAG_JS_WATCH | FLAG_FOLLOWED | FLAG_EXT)
+LAYOUT (invocation_flags, (FLAG_SAMPLED | FLAG_NATIVE_WATCH | FLAG_JS_WATCH | FLAG_FOLLOWED | FLAG_EXT | FLAG_UNFOLLOWED)
     < (1u << WATCH_SHIFT) && ((WATCH_NATIVE | WATCH_JS_WORK | WATCH_CAPTURE) << WATCH_SHIFT) < INVOCATION_SKIP);
 LAYOUT (capture_slots, RECORD_ARG_COUNT <= 8); /* KIND_XMM: xmm0..xmm7 are the argument registers */
 LAYOUT (thread_name, sizeof (ThreadName) == THREAD_NAME_SIZE && AT (ThreadName, tid, THREAD_NAME_TID)

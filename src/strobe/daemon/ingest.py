@@ -24,6 +24,7 @@ from strobe.instrument.records import (
     FLAG_JS_WATCH,
     FLAG_NATIVE_WATCH,
     FLAG_SAMPLED,
+    FLAG_UNFOLLOWED,
     KIND_ENTER,
     KIND_EXIT,
     KIND_WATCH,
@@ -343,15 +344,16 @@ class TraceIngest:
         enters, exits = kinds == KIND_ENTER, kinds == KIND_EXIT
         nargs = np.where(known, table_params[slots], 6) * enters
         sampled = (records["flags"] & FLAG_SAMPLED) != 0
+        unfollowed = ((records["flags"] & FLAG_UNFOLLOWED) != 0).astype(np.int64)
         extra = np.zeros(n, dtype=np.int64)
         if extras:
             extra[list(extras)] = 1
         widened = ((records["flags"] & FLAG_EXT) != 0).astype(np.int64) if wide is not None else 0
-        signature = ((kinds << 8) | (widened << 7) | (extra << 6) | ((keys >= 0) << 5) | ((parents >= 0) << 4)
-                     | (sampled << 3) | nargs)
+        signature = ((kinds << 9) | (unfollowed << 8) | (widened << 7) | (extra << 6) | ((keys >= 0) << 5)
+                     | ((parents >= 0) << 4) | (sampled << 3) | nargs)
         signature[~(enters | exits)] = -1  # not a kind this version stores (KIND_WATCH etc.: merged into its call)
         groups: list[ColumnGroup] = []
-        for sig in np.flatnonzero(np.bincount(signature[signature >= 0], minlength=1024)).tolist():
+        for sig in np.flatnonzero(np.bincount(signature[signature >= 0], minlength=2048)).tolist():
             rows = np.flatnonzero(signature == sig)
             columns = ["id", "ts", "tid"]
             arrays = [ids[rows], ts[rows], records["tid"][rows]]
@@ -361,13 +363,13 @@ class TraceIngest:
             if sig & 16:
                 columns.append("parent")
                 arrays.append(parents[rows])
-            if sig >> 8 == KIND_EXIT:
+            if sig >> 9 == KIND_EXIT:
                 columns += ["duration", "retval"]
                 arrays += [regs[rows, 1], regs[rows, 0]]
             width = sig & 7
             source = regs
             if sig & 128 and wide is not None:
-                width, source = (RETURN_WORDS if sig >> 8 == KIND_EXIT else WIDE_WORDS), wide
+                width, source = (RETURN_WORDS if sig >> 9 == KIND_EXIT else WIDE_WORDS), wide
             if width:
                 columns.append("args")
                 arrays.append(np.zeros(len(rows), np.int64))  # a place for each row's blob
@@ -383,9 +385,9 @@ class TraceIngest:
                 values[columns.index("args")::len(columns)] = blobs.tolist()
             if sig & 64 and extras is not None:
                 values[len(columns) - 1::len(columns)] = [extras[i] for i in rows.tolist()]
-            constants = [("session", self.session), ("kind", sig >> 8), ("pid", self.pid)]
-            if sig & 8:
-                constants.append(("sampled", 1))
+            constants = [("session", self.session), ("kind", sig >> 9), ("pid", self.pid)]
+            if sig & (8 | 256):  # bit 0: sampled; bit 1: its pointers were not followed (the follow limit)
+                constants.append(("sampled", (1 if sig & 8 else 0) | (2 if sig & 256 else 0)))
             groups.append(ColumnGroup(tuple(columns), tuple(constants), values))
         stored = signature >= 0
         summary = counts.summarise(self.session, ids[stored], ts[stored], kinds[stored], keys[stored],

@@ -28,6 +28,7 @@ FLAG_NATIVE_WATCH = 2  # the record before (KIND_WATCH) holds native watch value
 FLAG_JS_WATCH = 4  # the batch header carries JavaScript watch values under this record's sequence number
 FLAG_FOLLOWED = 8  # the batch header carries followed pointer arguments / return value under this sequence number
 FLAG_EXT = 16  # enter: KIND_XMM / KIND_STACK records precede it; exit: a[2], a[3], a[4] = rdx, xmm0, xmm1
+FLAG_UNFOLLOWED = 32  # the call's pointers were not followed: past its function's follow limit that second
 WATCH_CAPTURE_XMM = 0x80  # a function's capture bits (sent with its follow plan): xmm0-5 on entry
 WATCH_CAPTURE_STACK = 0x100  # six stack words on entry
 WATCH_CAPTURE_RETURN = 0x200  # rdx, xmm0, xmm1 on exit

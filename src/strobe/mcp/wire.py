@@ -97,6 +97,8 @@ def poll(state: PollState) -> dict[str, object]:
 
 MAX_EVENT_BYTES = next(spec.default for spec in SETTING_SPECS if spec.key == "query.maxEventBytes")
 _OUTPUT = (EventKind.STDOUT, EventKind.STDERR)
+_NOT_FOLLOWED = ("its pointers show addresses: past its function's first 1,000 calls this second, pointers are not "
+                 "followed (a call recorded within them shows what they point to)")
 _VALUE_KEYS = frozenset({"arguments", "returnValue", "watchValues", "values", "locals"})
 
 
@@ -246,7 +248,8 @@ def _event(row: EventRow, session_id: str, verbose: bool) -> dict[str, Any]:
         argumentNames=values.argument_names(args) if kind is EventKind.FUNCTION_ENTER else None,
         returnValue=values.return_value(row.retval),
         watchValues=extra.pop("watchValues", None),
-        sampled=row.sampled,
+        sampled=row.sampled or None,  # (False: a call its function's follow limit left unfollowed, not sampled)
+        notFollowed=_NOT_FOLLOWED if row.unfollowed else None,
     )
     out.update(extra)
     shown = _present(out)

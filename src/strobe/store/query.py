@@ -50,6 +50,7 @@ class EventRow:
     thread_name: str | None
     plan: RegisterPlan | None
     runtime: str = "native"  # whose values args and retval are: a RuntimeKind value (the function's, else native)
+    unfollowed: bool = False  # recorded past its function's follow limit: its pointers show addresses
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,8 @@ def _row(row: tuple[Any, ...], plans: dict[str, RegisterPlan | None]) -> EventRo
     return EventRow(
         id=eid, ts=ts, kind=_KIND_OF.get(kind) or EventKind(kind),  # raises on a kind this version does not know
         pid=pid, tid=tid, parent=parent, duration=duration, retval=retval,
-        sampled=None if sampled is None else bool(sampled), text=text, args=args,
+        sampled=None if sampled is None else bool(sampled & 1), unfollowed=bool(sampled and sampled & 2), text=text,
+        args=args,
         extra=fields if isinstance(fields, dict) else None,
         function=fname, function_raw=fraw, source_file=ffile, line=fline, thread_name=tname,
         plan=_plan(fsignature, plans), runtime=fruntime or "native",

@@ -115,7 +115,7 @@ CREATE TABLE IF NOT EXISTS events (
     parent INTEGER,                       -- events.id of the caller's enter event
     duration INTEGER,
     retval,                               -- integer, text or JSON text
-    sampled INTEGER,
+    sampled INTEGER,                      -- bits: 1 sampled, 2 pointers not followed (past the follow limit)
     text TEXT,                            -- stdout/stderr line
     args,                                 -- BLOB of raw argument registers, or JSON text
     extra TEXT                            -- JSON: watch values, crash details, snapshots
