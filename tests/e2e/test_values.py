@@ -110,3 +110,21 @@ async def test_float_stack_and_struct_values_match_gdb_from_the_first_call(
             assert leave["returnValue"] == oracle[name]["returned"], name
     assert calls["eight"][0]["arguments"][6:] == [70, 80]  # past the six integer registers: on the stack
     assert calls["length2"][0]["arguments"][0] == {"x": 1.5, "y": -2.25, "z": 3.0}  # 24 bytes on the stack
+
+
+async def test_a_trace_added_while_the_program_runs_records_every_call_whole(
+    strobe: StrobeClient, c_target: Callable[[str], Path], project: Path, control: Control, tmp_path: Path
+) -> None:
+    binary = c_target("values")
+    oracle = gdb_calls(binary, tmp_path)
+    sid = await launch_ready(strobe, binary, project, control)
+    assert (await strobe.call("debug_trace", sessionId=sid, add=FUNCTIONS))["hookedFunctions"] == len(FUNCTIONS)
+    await control.round(strobe, sid)  # at once: the plans reached the agent before the hooks did
+
+    async def enters() -> list[dict[str, Any]] | None:
+        events = await strobe.all_events(sid, verbose=True, eventType="function_enter")
+        return events if len(events) >= len(FUNCTIONS) else None
+
+    first = {e["function"]: e for e in reversed(await poll(enters, 30, "the first round's calls"))}
+    for name in FUNCTIONS:
+        assert first[name]["arguments"] == oracle[name]["args"], name

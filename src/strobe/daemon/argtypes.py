@@ -65,9 +65,18 @@ class ArgumentTypes:
 
     def hooked(self, functions: list[tuple[int, TraceableFunction]]) -> None:
         """Functions just hooked (slot, function): planned now when their binaries are small enough."""
+        functions = [(slot, f) for slot, f in functions if slot not in self._planned]
         self._unplanned += functions
         if functions and all(_small(f.module) for _, f in functions):
             self.start()
+
+    async def before_hooks(self, functions: list[tuple[int, TraceableFunction]]) -> None:
+        """Functions about to be hooked in a running program: when their binaries are small enough, their plans
+        reach the agent first (up to PLANS_BEFORE_RUN_S), so that even their first calls record what their
+        signatures need and follow their pointers."""
+        if functions and all(_small(f.module) for _, f in functions):
+            self._unplanned += [(slot, f) for slot, f in functions if slot not in self._planned]
+            await self.wait(PLANS_BEFORE_RUN_S)
 
     def start(self) -> None:
         """Plan every hooked function not planned yet, in the background."""

@@ -76,6 +76,8 @@ class Hooking:
             keys = await services.write(lambda c: store_functions.insert_functions(c, rows))
             trace.assign_slots(fresh, keys)
         to_add, to_remove = trace.changes(process.hooked, desired)
+        if live.types is not None and fresh:  # their argument plans in the agent before their first call
+            await live.types.before_hooks([(trace.slot_of[f.key], f) for f in fresh if f.runtime == "native"])
         plans = live.types.current_plans() if live.types is not None else []
         handle = process.handle
         try:
