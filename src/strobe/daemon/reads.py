@@ -1,5 +1,9 @@
 """debug_read on a live session: resolving variables against its debug info, one-shot reads and polls sampled
-into the timeline (of the launched process)."""
+into the timeline (of the launched process).
+
+Go names its globals by package path (`main.counter`, `runtime.ncpu`, `github.com/x/y.Var`): an expression that does
+not resolve as C's `root.field` is tried as such a name followed by steps (`main.config.limits[2]`, longest name
+first), in `go_global`."""
 
 from __future__ import annotations
 
@@ -19,15 +23,25 @@ from strobe.daemon.frame_reads import (
     read_paused_stack,
     shadowing_local,
 )
+from strobe.daemon.go_abi import is_go_module
 from strobe.daemon.live import LiveSession
-from strobe.daemon.memory import READ_TIMEOUT_S, PreparedRead, pair_results, prepare_variable, result_of
+from strobe.daemon.memory import (
+    READ_TIMEOUT_S,
+    PreparedRead,
+    pair_results,
+    prepare_recipe,
+    prepare_variable,
+    result_of,
+)
 from strobe.daemon.python_reads import evaluate, is_python_chain, prepare_python, python_frame_target, run_poll
 from strobe.daemon.registry import LiveSessions
 from strobe.daemon.runtimes import RuntimeKind
 from strobe.daemon.services import Services
-from strobe.errors import FridaAttachFailed, ProcessExited, ValidationError
+from strobe.errors import FridaAttachFailed, ProcessExited, StrobeError, ValidationError
 from strobe.instrument.handle import AgentTimeout, ProcessGone
 from strobe.instrument.protocol import ReadResult
+from strobe.symbols.expressions import resolve_at
+from strobe.symbols.variables import variable_index
 
 
 class SessionReads:
@@ -50,7 +64,8 @@ class SessionReads:
             modules.insert(0, (symbols.main_binary, 0))  # reports why it has no variables
 
         def resolve() -> dict[str, PreparedRead]:
-            return {e: prepare_variable(modules, e, depth) for e in dict.fromkeys(expressions)}
+            found = {e: prepare_variable(modules, e, depth) for e in dict.fromkeys(expressions)}
+            return {e: go_global(modules, e, depth) or read if read.error else read for e, read in found.items()}
 
         native = await asyncio.to_thread(resolve)
         if live.image.kind is RuntimeKind.CPYTHON:
@@ -173,6 +188,42 @@ class SessionReads:
                 f"Process exited — session '{session_id}' is still queryable but reads are unavailable ({exc})."
             ) from exc
         return poll.poll_id, poll.expected
+
+
+def go_global(modules: list[tuple[str, int]], text: str, depth: int) -> PreparedRead | None:
+    """`text` as a Go global named by its package path and then steps ('.field', '[index]'), in the first module
+    (path, slide) that has a variable of that exact name, the longest such name first; None when there is none."""
+    head = text.split("[", 1)[0]
+    if "." not in head or any(c.isspace() for c in head):
+        return None
+    cuts = sorted({i for i, c in enumerate(text) if c in ".[" and i > head.rfind("/")} | {len(text)}, reverse=True)
+    for path, slide in modules:
+        try:
+            index = variable_index(path)
+            for cut in cuts:
+                name = text[:cut]
+                exact = [v for v in index.find(name) if v.name == name]
+                if len(exact) != 1 or exact[0].address is None or "." not in name:
+                    continue
+                # The steps are resolved from the name's last part, which is an identifier the parser accepts.
+                root = name.rsplit(".", 1)[1]
+                recipe = resolve_at(index, root + text[cut:], exact[0].address + slide, index.type_of(exact[0]).die,
+                                    depth)
+                return prepare_recipe(text, recipe, 0)
+        except StrobeError as exc:
+            return PreparedRead(text, "?", 0, error=exc.message)
+    main = modules[0][0] if modules else ""
+    if not is_go_module(main):
+        return None
+    try:
+        close = variable_index(main).close_names(head)
+    except StrobeError:
+        close = []
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
+    return PreparedRead(text, "?", 0, error=(
+        f"No Go global matches '{text}' in the debug symbols of {os.path.basename(main)}.{hint} Go globals are read by "
+        "their package path and name ('main.counter', 'github.com/x/y.Var'), then '.field' or '[index]'; the linker "
+        "leaves out globals the program never uses, and locals can only be seen in a paused frame."))
 
 
 def _python_hint(read: PreparedRead) -> PreparedRead:

@@ -2,16 +2,19 @@
 // strings and slices. Usage: go_values [-exit N | -panic] [ROUNDS]
 // Runs ROUNDS rounds (default 3); each round starts 16 goroutines that call the functions below many times,
 // allocate (the garbage collector runs) and recurse deeply (their stacks grow and are copied), then prints
-// "round N". At the end it prints "total T" and exits 0, or exits N (os.Exit), or panics (exit code 2).
+// "round N". At the end it prints "total T", then with -wait prints "ready" and waits for DIR/quit, and exits 0, or
+// exits N (os.Exit), or panics (exit code 2).
 package main
 
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 var counter int64 = 41
@@ -86,12 +89,15 @@ func worker(id int, wg *sync.WaitGroup, out chan<- int) {
 }
 
 func main() {
-	mode, code, rounds := "", 0, 3
+	mode, code, rounds, wait := "", 0, 3, ""
 	args := os.Args[1:]
 	for len(args) > 0 {
 		switch args[0] {
 		case "-exit":
 			mode, code = "exit", atoi(args[1])
+			args = args[2:]
+		case "-wait":
+			wait = args[1]
 			args = args[2:]
 		case "-panic":
 			mode = "panic"
@@ -119,6 +125,15 @@ func main() {
 		fmt.Println("round", round)
 	}
 	fmt.Println("total", grand, label, counter)
+	if wait != "" {
+		fmt.Println("ready")
+		for {
+			if _, err := os.Stat(filepath.Join(wait, "quit")); err == nil {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 	switch mode {
 	case "exit":
 		os.Exit(code)
