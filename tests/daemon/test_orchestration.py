@@ -5,6 +5,7 @@ crash and end, and what each process is given."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -12,11 +13,13 @@ from typing import Any, TypeVar
 import pytest
 from tests.daemon.fakes import FakeImages, FakeLauncher, module, services
 
+from strobe.daemon import crash_store, lifecycle
 from strobe.daemon.sessions import SessionManager
 from strobe.errors import ProcessExited
 from strobe.instrument.command import ResolvedCommand
 from strobe.store import sessions as store_sessions
 from strobe.store.reader import Reader
+from strobe.store.schema import EventKind
 from strobe.store.sessions import SessionStatus
 
 pytestmark = pytest.mark.anyio
@@ -206,3 +209,35 @@ async def test_maintenance_purges_old_sessions_with_their_files_and_keeps_runnin
     assert not dump.exists() and not list(manager.tests.runner.details_dir.iterdir())
     launcher.end(live.pid, code=0)
     await ended(manager, live.session_id)
+
+
+async def test_a_session_does_not_end_before_its_crash_event_is_stored(
+    world: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Symbolizing a crash may outlast the crashing thread's bounded wait (the first index of a library's debug
+    # file takes seconds): the process dies first, and the session must still end with its crash event stored.
+    manager, launcher, _ = world
+    entered, release = threading.Event(), threading.Event()
+    describe = crash_store.describe_crash
+
+    def slow_describe(*args: Any) -> Any:
+        entered.set()
+        release.wait(10)
+        return describe(*args)
+
+    monkeypatch.setattr(crash_store, "describe_crash", slow_describe)
+    monkeypatch.setattr(lifecycle, "KERNEL_STATUS_TIMEOUT_S", 0.0)  # no exit status to wait for from the kernel
+    launched = await manager.launch(COMMAND, "/proj", {}, manager.settings.for_project("/proj"))
+    launcher.crash(launched.pid, "SIGABRT")
+    await until(lambda: asyncio.to_thread(entered.wait, 0.05), "the crash to be symbolized")
+    launcher.end(launched.pid)  # gone before the report was acknowledged
+    for _ in range(20):  # the session settles as far as it may meanwhile
+        await asyncio.sleep(0.01)
+    assert manager.is_running(launched.session_id)
+    release.set()
+    record = await ended(manager, launched.session_id)
+    assert record.status is SessionStatus.CRASHED
+    crashes = await manager.services.read(
+        lambda c: c.execute("SELECT COUNT(*) FROM events WHERE session = ? AND kind = ?",
+                            (record.key, int(EventKind.CRASH))).fetchone()[0])
+    assert crashes == 1

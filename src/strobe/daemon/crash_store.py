@@ -29,6 +29,10 @@ class CrashStorage:
 
     async def store(self, live: LiveSession, pid: int, report: CrashReport, stack: bytes) -> None:
         services = self._services
+        task = asyncio.current_task()
+        if task is not None:  # the session does not read as ended before its crash event is stored
+            live.crash_reports.add(task)
+            task.add_done_callback(live.crash_reports.discard)
         try:
             await services.ingest.barrier()
             await services.write(lambda c: None)  # the calls leading up to the crash are committed

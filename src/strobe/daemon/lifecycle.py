@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 STREAM_DRAIN_TIMEOUT_S = 5.0
 STOP_TIMEOUT_S = 5.0
 KERNEL_STATUS_TIMEOUT_S = 1.0  # the kernel's exit event comes within microseconds of Frida's detach
+CRASH_REPORT_WAIT_S = 30.0  # a crash report still being stored when its process is gone (a first index of a library)
 CRASH_SIGNALS = {int(sig): sig.name
                  for sig in (signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGABRT)}
 
@@ -98,6 +99,8 @@ class Lifecycle:
         log.info("session %s: process %d gone (%s), exit code %s", live.record.id, live.pid, reason,
                  live.root.exit_code)
         await self._services.ingest.barrier()  # the last trace batches are stored before the session reads as ended
+        if live.crash_reports:  # and its crash events: symbolizing one may outlast the crashing thread's wait
+            await asyncio.wait(set(live.crash_reports), timeout=CRASH_REPORT_WAIT_S)
         live.polls.process_gone()
         if not live.stopping and live.types is not None:  # ended by itself: its events stay queryable, with types
             live.types.following = False

@@ -81,6 +81,7 @@ class LiveSession:
     settling: bool = False
     streams_closed: threading.Event = field(default_factory=threading.Event)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
+    crash_reports: set[asyncio.Task[Any]] = field(default_factory=set)  # being stored (daemon/crash_store.py)
     _closed_fds: set[int] = field(default_factory=set)
 
     @property
