@@ -338,9 +338,9 @@ class DwarfScan:
             current = record
             hops = 0
             while hops < _MAX_HOPS:
-                if linkage is None:
+                if linkage is None and isinstance(current[2], str):  # (malformed DWARF: a name of another form)
                     linkage = current[2]
-                if current[1] is not None:  # the deepest name carries the real scope
+                if isinstance(current[1], str):  # the deepest name carries the real scope
                     name = current[1]
                     qualified = current[12] + name
                 if file is None:
@@ -384,9 +384,9 @@ class DwarfScan:
         current: list[Any] | None = record
         hops = 0
         while current is not None and hops < _MAX_HOPS:
-            if linkage is None:
+            if linkage is None and isinstance(current[R_LINKAGE], str):  # (malformed DWARF: a name of another form)
                 linkage = current[R_LINKAGE]
-            if current[R_NAME] is not None:  # the deepest name carries the real scope
+            if isinstance(current[R_NAME], str):  # the deepest name carries the real scope
                 name = current[R_NAME]
                 qualified = current[R_PREFIX] + name
             if file is None:
