@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from strobe.daemon.follow import MAX_POINTERS, RAX, FollowDecoder, follow_plan
+from strobe.daemon.follow import MAX_POINTERS, RAX, follow_plan
+from strobe.daemon.follow_decode import FollowDecoder
 from strobe.symbols.signatures import FunctionSignature, Parameter
 from strobe.symbols.types import Field, ValueLayout
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from strobe.daemon import lang_values as lang
-from strobe.daemon.follow import FollowDecoder, follow_plan
+from strobe.daemon.follow import follow_plan
+from strobe.daemon.follow_decode import FollowDecoder
 from strobe.symbols.signatures import FunctionSignature, Parameter
 from strobe.symbols.types import MAX_ARRAY_ITEMS, MAX_STRING, Field, ValueLayout, Variant
 

@@ -23,7 +23,8 @@ import os
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from strobe.daemon.follow import FollowDecoder, FollowPlan, plan_function
+from strobe.daemon.follow import FollowPlan, plan_function
+from strobe.daemon.follow_decode import FollowDecoder
 from strobe.daemon.ingest import TraceIngest
 from strobe.daemon.signatures import register_plan
 from strobe.daemon.symbols import TraceableFunction
