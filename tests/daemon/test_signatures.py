@@ -510,47 +510,106 @@ def test_cpp_plans_decode_the_registers_of_a_real_run(abi_cpp: Path, tmp_path: P
 
 # ---- Rust closures ---------------------------------------------------------------------------------
 
-_CLOSURE_GDB = r"""
+_ADDRESSES_GDB = r"""
 import gdb, json, os
 seen = []
+def word(expression):
+    return int(gdb.parse_and_eval(expression)) & 0xFFFFFFFFFFFFFFFF
+def xmm(i):
+    return word("$xmm%d.v2_int64[0]" % i)
+class Exit(gdb.FinishBreakpoint):
+    def __init__(self, frame, call):
+        super().__init__(frame, internal=True)
+        self.call = call
+    def stop(self):
+        self.call += [word("$rax"), word("$rdx"), xmm(0), xmm(1)]
+        return False
+    def out_of_scope(self):
+        pass
 class Enter(gdb.Breakpoint):
     def stop(self):
-        seen.append([int(gdb.parse_and_eval("$pc")) - base] +
-                    [int(gdb.parse_and_eval("$" + r)) & 0xFFFFFFFFFFFFFFFF for r in ("rdi", "rsi", "rdx")])
+        call = [word("$pc") - base] + [word("$" + r) for r in ("rdi", "rsi", "rdx", "rcx", "r8", "r9")]
+        stack = bytes(gdb.selected_inferior().read_memory(word("$rsp") + 8, 48))
+        call += [xmm(i) for i in range(6)] + [int.from_bytes(stack[i:i + 8], "little") for i in range(0, 48, 8)]
+        seen.append(call)
+        Exit(gdb.newest_frame(), call)
         return False
 gdb.execute("starti > /dev/null")
-base = int(os.environ["CLOSURE_BASE"], 16)
-for address in os.environ["CLOSURE_ADDRESSES"].split(","):
+base = 0x555555554000  # where gdb runs a PIE binary (address randomisation off)
+for address in os.environ["AT_ADDRESSES"].split(","):
     Enter("*" + hex(base + int(address)), internal=True)
 gdb.execute("continue > /dev/null")
-with open(os.environ["CLOSURE_OUT"], "w") as out:
+with open(os.environ["AT_OUT"], "w") as out:
     json.dump(seen, out)
 """
+
+
+def calls_under_gdb(binary: Path, addresses: list[int], tmp_path: Path) -> list[tuple[int, list[int], int, list[int]]]:
+    """Each call of these functions in a real run, in order: (static address, the words the agent captures on
+    entry (integer argument registers, xmm0-5, six stack words), rax and rdx, xmm0, xmm1 on return)."""
+    if shutil.which("gdb") is None:
+        pytest.skip("gdb is not installed")
+    script, out = tmp_path / "calls.py", tmp_path / "calls.json"
+    script.write_text(_ADDRESSES_GDB)
+    env = {**os.environ, "AT_ADDRESSES": ",".join(str(a) for a in addresses), "AT_OUT": str(out)}
+    subprocess.run(["gdb", "-nx", "-batch", "-x", str(script), str(binary)], env=env, capture_output=True,
+                   timeout=120, check=False)
+    signed = [[w - (1 << 64) if w >> 63 else w for w in call[1:]] for call in json.loads(out.read_text())]
+    return [(call[0], words[:18], words[18] if len(words) > 18 else 0, words[19:]) for call, words
+            in zip(json.loads(out.read_text()), signed, strict=True)]
+
+
+def rust_functions(binary: Path, prefix: str) -> list[tuple[str, int]]:
+    """(name without `prefix`, static address) of the functions under `prefix` (closures share one name)."""
+    with open_elf(binary) as elf:
+        return [(demangle(s.name).name.removeprefix(prefix), s.address) for s in function_symbols(elf)
+                if demangle(s.name).name.startswith(prefix) and "." not in s.name]
 
 
 def test_a_rust_closure_takes_its_environment_in_the_first_register(
     rust_target: Callable[[str], Path], tmp_path: Path
 ) -> None:
     binary = rust_target("rust_closures")
-    with open_elf(binary) as elf:
-        closures = sorted(s.address for s in function_symbols(elf) if "rust_closures::main::" in demangle(s.name).name
-                          and "closure" in demangle(s.name).name and "drop_in_place" not in demangle(s.name).name)
+    closures = sorted(a for name, a in rust_functions(binary, "rust_closures::main::") if "closure" in name)
     assert len(closures) == 4
     plans = {a: json.loads(register_plan(str(binary), a) or "null") for a in closures}
     hidden = [a for a, p in plans.items() if p["params"][0]["name"] == CLOSURE_ENVIRONMENT]
     assert len(hidden) == 3  # the one capturing nothing has its environment in DWARF
-    out = tmp_path / "closures.json"
-    env = {**os.environ, "CLOSURE_ADDRESSES": ",".join(str(a) for a in closures), "CLOSURE_OUT": str(out),
-           "CLOSURE_BASE": "0x555555554000"}  # gdb runs PIE binaries there (address randomisation off)
-    script = tmp_path / "closures.py"
-    script.write_text(_CLOSURE_GDB)
-    if shutil.which("gdb") is None:
-        pytest.skip("gdb is not installed")
-    subprocess.run(["gdb", "-nx", "-batch", "-x", str(script), str(binary)], env=env, capture_output=True,
-                   timeout=120, check=False)
-    seen = {pc: words for pc, *words in json.loads(out.read_text())}
+    seen = {at: words for at, words, _, _ in calls_under_gdb(binary, closures, tmp_path)}
     shown = sorted(tuple(parse_plan(json.dumps(plans[a])).arguments(seen[a])[1:]) for a in closures)  # type: ignore[union-attr]
     assert shown == [(3, 7), (4, 7), (5,), (9,)]  # what main passes: the declared parameters, none shifted
+
+
+def test_rust_enums_take_the_registers_rustc_gives_them(rust_target: Callable[[str], Path], tmp_path: Path) -> None:
+    binary = rust_target("rust_enums")
+    functions = dict(rust_functions(binary, "rust_enums::"))
+    expected: dict[str, list[tuple[list[Any], Any]]] = {  # what main passes and gets back, call by call
+        "opt_u32": [([17, 5], None), ([None, 6], None)],
+        "opt_u8": [([200, 5], None)],
+        "opt_f64": [([2.5, 5], None)],  # the tag in rdi, the value in xmm0, `after` in rsi
+        "opt_box": [([UNCHECKED, 5], None)],  # a niche: the pointer alone
+        "res": [([{"Err": 44}, 5], None), ([{"Ok": 3}, 6], None)],
+        "shape": [([{"Circle": 1.5}, 5], None), (["Dot", 6], None)],
+        "mixed": [([{"B": 77}, 5], None)],
+        "small": [([{"Y": 300}, 5], None)],  # different sizes: one integer register for all of it
+        "make_opt": [([4], 8), ([0], None)],  # returned in rax:rdx
+        "make_shape": [([0.75], {"Circle": 0.75})],  # rax, xmm0
+    }
+    calls = calls_under_gdb(binary, [functions[name] for name in [*expected, "opt_str"]], tmp_path)
+    by_address = {address: name for name, address in functions.items()}
+    shown: dict[str, list[tuple[list[Any], Any]]] = {}
+    for address, words, rax, exit_words in calls:
+        plan = parse_plan(register_plan(str(binary), address))
+        assert plan is not None
+        shown.setdefault(by_address[address], []).append((plan.arguments(words), plan.return_value(rax, exit_words)))
+    for name, wanted in expected.items():
+        for (arguments, returned), (want_arguments, want_returned) in zip(shown[name], wanted, strict=True):
+            assert [a for a, w in zip(arguments, want_arguments, strict=True) if w is not UNCHECKED] == [
+                w for w in want_arguments if w is not UNCHECKED], name
+            if name.startswith("make_"):
+                assert returned == want_returned, name
+    opt_str = [arguments for arguments, _ in shown["opt_str"]]  # a niche pair: pointer and length
+    assert opt_str[0][0]["length"] == 5 and opt_str[0][1] == 5 and opt_str[1] == [None, 6]
 
 
 # ---- optimized builds ------------------------------------------------------------------------------

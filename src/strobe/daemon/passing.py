@@ -152,7 +152,10 @@ def _merge(a: str, b: str) -> str:
 def rust_passing(layout: ValueLayout, returning: bool) -> Passing:
     """Rust's own ABI (as rustc 1.95 compiles it): a value with the ABI of one or two scalars is passed and
     returned as those scalars (a pair in two registers); other aggregates up to 8 bytes in one integer
-    register, larger ones by reference (returned through a hidden pointer). Enums with data: not decoded."""
+    register, larger ones by reference (returned through a hidden pointer). An enum with data is a pair when
+    its tag and every variant's data fit two scalars at fixed offsets, each offset one size and class whatever
+    the variant (Option<u32>: tag, value; Option<&str>: pointer, length; Option<f64>: tag, then xmm), otherwise
+    an aggregate like the others (checked against gdb's registers: tests/daemon/test_signatures.py)."""
     if layout.size <= 16:  # (one or two scalars take at most 16 bytes)
         leaves = _rust_scalars(layout, 0)  # an enum with data: UnknownPassing (rustc lays it out)
         if leaves is not None:
@@ -172,7 +175,7 @@ def _rust_scalars(layout: ValueLayout, at: int) -> list[tuple[int, ValueLayout]]
     ):
         return [(at, layout)] if layout.size in (1, 2, 4, 8, 16) else None
     if layout.kind == "enum":
-        raise UnknownPassing
+        return _rust_enum_scalars(layout, at)
     if layout.kind != "struct" or layout.union:
         return None
     if layout.truncated:
@@ -187,4 +190,46 @@ def _rust_scalars(layout: ValueLayout, at: int) -> list[tuple[int, ValueLayout]]
         if first is not None and second is not None and len(first) == 1 and len(second) == 1:
             return sorted([first[0], second[0]], key=lambda leaf: leaf[0])
     return None
+
+
+def _rust_enum_scalars(layout: ValueLayout, at: int) -> list[tuple[int, ValueLayout]] | None:
+    """The one or two scalars of a Rust enum with data whose tag and variants' data share them, or None."""
+    slots: dict[int, ValueLayout] = {}
+    parts: list[tuple[int, ValueLayout]] = []
+    if layout.discriminant is not None:
+        tag = _rust_scalars(layout.discriminant.layout, at + layout.discriminant.offset)
+        if tag is None:
+            return None
+        parts += tag
+    for variant in layout.variants:
+        data = _variant_scalars(variant.field.layout, at + variant.field.offset)
+        if data is None:
+            return None
+        parts += data
+    for offset, leaf in parts:
+        seen = slots.setdefault(offset, leaf)
+        if seen.size != leaf.size or _leaf_classes(seen) != _leaf_classes(leaf):
+            return None
+    found = sorted(slots.items(), key=lambda slot: slot[0])
+    if not found or len(found) > 2 or (len(found) == 2 and found[0][0] + found[0][1].size > found[1][0]):
+        return None
+    return found
+
+
+def _variant_scalars(layout: ValueLayout, at: int) -> list[tuple[int, ValueLayout]] | None:
+    """A variant's data as scalars at their offsets: none for a variant without data, None when not scalars."""
+    if layout.kind != "struct" or layout.union:
+        return None
+    if layout.truncated:
+        raise TruncatedLayout
+    fields = [f for f in layout.fields if f.layout.size > 0]
+    out: list[tuple[int, ValueLayout]] = []
+    for f in fields:
+        if f.bit_size is not None:
+            return None
+        leaves = _rust_scalars(f.layout, at + f.offset)
+        if leaves is None:
+            return None
+        out += leaves
+    return out if len(out) <= 2 else None
 

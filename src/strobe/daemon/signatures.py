@@ -338,6 +338,30 @@ def _what(layout: ValueLayout) -> str:
 # --- the layout in the plan -------------------------------------------------------------------------
 
 
+def _variants_spec(layout: ValueLayout) -> dict[str, Any]:
+    """A Rust enum with data: where its discriminant is, and per variant the discriminant value that selects it
+    ("match"; none: the default, a niche layout's dataful variant), its data and how it shows ("show": "none"
+    for Option's None, "value" for Some's, "unit" for a variant without data, else "tagged": {name: data})."""
+    option = layout.type_name.startswith(("core::option::Option<", "Option<"))
+    variants: list[dict[str, Any]] = []
+    for variant in layout.variants:
+        data = variant.field.layout
+        unit = data.kind == "struct" and not data.truncated and not data.fields
+        name = variant.field.name
+        show = ("none" if name == "None" else "value") if option and name in ("None", "Some") else (
+            "unit" if unit else "tagged")
+        entry: dict[str, Any] = {"name": name, "show": show}
+        if variant.value is not None:
+            entry["match"] = variant.value
+        if not unit:
+            entry.update(offset=variant.field.offset, value=_spec(data))
+        variants.append(entry)
+    out: dict[str, Any] = {"kind": "variants", "size": layout.size, "variants": variants}
+    if layout.discriminant is not None:
+        out["discriminant"] = {"offset": layout.discriminant.offset, "size": layout.discriminant.layout.size}
+    return out
+
+
 def _spec(layout: ValueLayout) -> dict[str, Any]:
     kind = layout.kind
     if kind == "struct":
@@ -354,7 +378,7 @@ def _spec(layout: ValueLayout) -> dict[str, Any]:
         return {"kind": "array", "size": layout.size, "count": layout.count, "element": _spec(layout.element)}
     if kind == "enum":
         if layout.variants:
-            return {"kind": "opaque", "size": layout.size, "text": f"<enum {layout.type_name}>"}
+            return _variants_spec(layout)
         return {"kind": "enum", "size": layout.size, "signed": layout.signed,
                 "names": {str(value): name for value, name in layout.enumerators}}
     if kind in ("int", "uint", "bool", "char", "float", "pointer"):

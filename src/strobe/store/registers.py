@@ -198,6 +198,8 @@ class _Decoder:
             return self._array(spec, at)
         if kind == "opaque":
             return spec.get("text", "<?>")
+        if kind == "variants":
+            return self._variants(spec, at)
         gap = self._gap(at, at + size)
         if gap is not None:
             return gap
@@ -237,6 +239,35 @@ class _Decoder:
         if (kind == "int" or (kind == "enum" and spec.get("signed"))) and bits and number >> (bits - 1):
             number -= 1 << bits
         return _enum(spec, number) if kind == "enum" else number
+
+    def _variants(self, spec: dict[str, Any], at: int) -> Any:
+        """A Rust enum's live variant (daemon/signatures.py's spec): the one its discriminant selects, else the
+        default one, else the only one; Option as null or its value, others as {"Variant": data} or "Variant"."""
+        variants = [v for v in spec.get("variants", ()) if isinstance(v, dict)]
+        chosen = None
+        found = spec.get("discriminant")
+        if isinstance(found, dict):
+            start, size = at + int(found.get("offset", 0)), int(found.get("size", 0))
+            gap = self._gap(start, start + size)
+            if gap is not None:
+                return gap
+            number = int.from_bytes(self.data[start : start + size], "little")
+            mask = (1 << (8 * size)) - 1
+            chosen = next((v for v in variants if "match" in v and int(v["match"]) & mask == number), None)
+        chosen = chosen or next((v for v in variants if "match" not in v), None)
+        if chosen is None:
+            if len(variants) != 1:
+                return "<enum: its discriminant matches no variant>"
+            chosen = variants[0]
+        show = chosen.get("show")
+        if show == "none":
+            return None
+        if show == "unit" or not isinstance(chosen.get("value"), dict):
+            return str(chosen.get("name"))
+        data = self.value(chosen["value"], at + int(chosen.get("offset", 0)))
+        if isinstance(data, dict) and data and all(k.startswith("__") and k[2:].isdigit() for k in data):
+            data = next(iter(data.values())) if len(data) == 1 else list(data.values())  # a tuple variant's fields
+        return data if show == "value" else {str(chosen.get("name")): data}
 
     def _array(self, spec: dict[str, Any], at: int) -> Any:
         element = spec.get("element")
