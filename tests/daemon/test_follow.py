@@ -135,3 +135,26 @@ def test_pointers_inside_arrays_and_the_cap_per_node() -> None:
     many = ValueLayout("struct", "many", 8 * 40, fields=pointers)
     plan = follow_plan({"params": [in_register("m", "rdi")]}, signature(("m", pointer_to(many))), 3)
     assert plan is not None and len(plan.nodes[plan.slots[0].node].children) == MAX_POINTERS
+
+
+def _function_pointers(count: int) -> tuple[Field, ...]:
+    slot = ValueLayout("pointer", "int (*)(void)", 8)  # a function pointer: no pointee
+    return tuple(Field(f"f{i}", 8 * i, slot) for i in range(count))
+
+
+def test_type_objects_and_method_tables_stay_addresses_below_the_argument() -> None:
+    # A PyObject-like header: following ob_type into a type object (and its tables) is how a `PyObject*` grew
+    # to 7.5 KB per event; a data struct with a few pointers among many fields is still followed.
+    type_object = ValueLayout("struct", "_typeobject", 8 * 14, fields=_function_pointers(14))
+    ops = ValueLayout("struct", "ops", 8 * 12, fields=_function_pointers(12))  # mostly pointers, unnamed as such
+    data = ValueLayout("struct", "record", 4 * 12, fields=tuple(Field(f"v{i}", 4 * i, INT) for i in range(12)))
+    header = ValueLayout("struct", "_object", 32, fields=(
+        Field("ob_refcnt", 0, INT), Field("ob_type", 8, pointer_to(type_object)), Field("ops", 16, pointer_to(ops)),
+        Field("data", 24, pointer_to(data))))
+    plan = follow_plan({"params": [in_register("o", "rdi")]}, signature(("o", pointer_to(header))), levels=3)
+    assert plan is not None
+    [slot] = plan.slots
+    followed = [child.path for child in plan.nodes[slot.node].children]
+    assert followed == [("data",)]
+    alone = follow_plan({"params": [in_register("t", "rdi")]}, signature(("t", pointer_to(type_object))), levels=3)
+    assert alone is not None and alone.slots  # asked for directly, a type object is shown

@@ -285,7 +285,10 @@ class _Builder:
         for offset, path, pointee, left in walk.pointers:
             if len(children) >= MAX_POINTERS:
                 break
-            child = self.node(pointee, left, any_value=self._owned(offset, walk))
+            owned = self._owned(offset, walk)
+            if not owned and _dispatch_table(pointee):  # an object's type or vtable: its address says enough
+                continue
+            child = self.node(pointee, left, any_value=owned)
             if child is not None:
                 children.append(Child(offset, path, child))
         counted: list[CountedChild] = []
@@ -406,6 +409,24 @@ class _Builder:
             trimmed = layout
         self._trimmed[key] = trimmed
         return trimmed
+
+
+_TABLE_NAMES = ("_typeobject", "PyTypeObject")  # CPython's type objects: ~50 fields, most of them pointers
+_TABLE_MIN_FIELDS = 12
+
+
+def _dispatch_table(layout: ValueLayout) -> bool:
+    """A struct that describes other objects rather than being data of its own: a type object (CPython's
+    `ob_type`, whose fields would be followed into more tables: a `PyObject*` grew to 7.5 KB), a vtable or a
+    table of methods, by its name or by being mostly pointers among many fields. Shown as its address (the
+    pointer field's value); debug_read follows it when asked."""
+    if layout.kind != "struct" or layout.union:
+        return False
+    name = layout.type_name
+    if name in _TABLE_NAMES or "vtable" in name.lower() or name.endswith("Methods"):
+        return True
+    pointers = sum(1 for f in layout.fields if f.layout.kind == "pointer")
+    return len(layout.fields) >= _TABLE_MIN_FIELDS and 2 * pointers >= len(layout.fields)
 
 
 @dataclass
