@@ -105,3 +105,51 @@ async def test_debug_read_results_are_cut_per_value(
     index = int(re.search(r"chain\[(\d+)\]", last).group(1))  # type: ignore[union-attr]
     got = (await strobe.call("debug_read", sessionId=sid, targets=[{"variable": f"chain[{index}].f05"}]))["results"]
     assert got[0]["value"] == 1000 * index + 5
+
+
+PY_PROGRAM = """
+import os, sys, time
+control = sys.argv[1]
+print("ready", flush=True)
+while not os.path.exists(os.path.join(control, "round-1")):
+    time.sleep(0.002)
+for i in range(20):
+    repr([i, "x" * i])
+print("round 1 done", flush=True)
+while not os.path.exists(os.path.join(control, "end")):
+    time.sleep(0.002)
+"""
+
+
+async def test_a_pyobject_argument_does_not_explode_into_its_type(
+    strobe: StrobeClient, project: Path, control: Control, tmp_path: Path
+) -> None:
+    # Debian's debug interpreter: PyObject_Repr(PyObject *v) at depth 3 once showed its ob_type's tables, 7.5 KB.
+    interpreter = Path("/usr/bin/python3.11d")
+    if not interpreter.exists():
+        pytest.skip("python3.11d (python3.11-dbg) is not installed")
+    script = tmp_path / "reprs.py"
+    script.write_text(PY_PROGRAM)
+    sid = (await strobe.call("debug_launch", command=str(interpreter), args=[str(script), str(control.directory)],
+                             projectRoot=str(project)))["sessionId"]
+
+    async def ready() -> bool | None:
+        page = await strobe.call("debug_query", sessionId=sid, eventType="stdout")
+        return True if any(e["text"] == "ready\n" for e in page["events"]) else None
+
+    await poll(ready, 60, "the interpreter to be ready")
+    assert (await strobe.call("debug_trace", sessionId=sid, add=["PyObject_Repr"]))["hookedFunctions"] == 1
+    await control.round(strobe, sid)
+
+    async def enters() -> list[dict[str, Any]] | None:
+        events = await strobe.all_events(sid, verbose=True, eventType="function_enter",
+                                         function={"equals": "PyObject_Repr"})
+        return events if events and all("argumentNames" in e for e in events[-5:]) else None
+
+    events = (await poll(enters, 30, "typed calls of PyObject_Repr"))[-5:]
+    for event in events:
+        [value] = event["arguments"]
+        assert isinstance(value, dict) and "ob_refcnt" in value, value  # the object, followed
+        assert isinstance(value["ob_type"], str) and value["ob_type"].startswith("0x")  # its type: an address
+        assert "trimmed" not in event and size(event) < 1024
+    (control.directory / "end").touch()
