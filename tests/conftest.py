@@ -69,6 +69,23 @@ def cpp_target(build_dir: Path) -> Callable[[str], Path]:
 
 
 @pytest.fixture(scope="session")
+def go_target(build_dir: Path) -> Callable[..., Path]:
+    """Build the Go module tests/targets/<name> once per test session: dynamically linked (cgo, the external
+    linker) or, with `static`, statically (cgo off: Go's default without C)."""
+
+    def build(name: str, static: bool = False) -> Path:
+        out = build_dir / f"go-{name}{'-static' if static else ''}"
+        if not out.exists():
+            env = {**os.environ, "GOTOOLCHAIN": "local", "CGO_ENABLED": "0" if static else "1"}
+            flags = [] if static else ["-ldflags=-linkmode=external"]
+            subprocess.run(["go", "build", *flags, "-o", str(out), "."], cwd=TARGETS / name, env=env, check=True,
+                           capture_output=True, timeout=300)
+        return out
+
+    return build
+
+
+@pytest.fixture(scope="session")
 def rust_target(build_dir: Path) -> Callable[[str], Path]:
     """Build the cargo project tests/targets/<name> (debug profile, no crates) once per test session."""
 

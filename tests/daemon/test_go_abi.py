@@ -4,12 +4,11 @@ Go globals by package path (daemon/reads.py, go_global) on the same binaries."""
 
 from __future__ import annotations
 
-import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from tests.conftest import TARGETS
 
 from strobe.daemon.go_abi import GO_HOOK_REFUSAL, go_functions, go_text, is_go_function, is_go_module, is_go_name
 from strobe.daemon.reads import go_global
@@ -18,24 +17,16 @@ from strobe.instrument.launcher import static_executable_refusal
 from strobe.symbols.index import load_index
 
 
-def _go_build(source: Path, out: Path, static: bool) -> Path:
-    env = {**os.environ, "GOTOOLCHAIN": "local", "CGO_ENABLED": "0" if static else "1"}
-    flags = [] if static else ["-ldflags=-linkmode=external"]
-    subprocess.run(["go", "build", *flags, "-o", str(out), "."], cwd=source, env=env, check=True,
-                   capture_output=True, timeout=300)
-    return out
-
-
 @pytest.fixture(scope="module")
-def builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def builds(tmp_path_factory: pytest.TempPathFactory, go_target: Callable[..., Path]) -> dict[str, Path]:
     directory = tmp_path_factory.mktemp("go")
     c_source = directory / "plain.c"
     c_source.write_text("int twice(int x) { return 2 * x; }\nint main(void) { return twice(0); }\n")
     subprocess.run(["gcc", "-g", "-O0", "-o", str(directory / "plain"), str(c_source)], check=True)
     return {
-        "dynamic": _go_build(TARGETS / "go_values", directory / "go_values", static=False),
-        "static": _go_build(TARGETS / "go_values", directory / "go_values_static", static=True),
-        "cgo": _go_build(TARGETS / "go_lines", directory / "go_lines", static=False),
+        "dynamic": go_target("go_values"),
+        "static": go_target("go_values", static=True),
+        "cgo": go_target("go_lines"),
         "c": directory / "plain",
     }
 

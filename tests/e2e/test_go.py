@@ -17,27 +17,14 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import TARGETS, StrobeClient, poll
+from tests.conftest import StrobeClient, poll
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
-SOURCE = TARGETS / "go_values"
-
-
-def build_go_values(directory: Path, static: bool) -> Path:
-    """go_values built dynamically linked (cgo, external linker) or statically (cgo off: Go's default without C)."""
-    binary = directory / ("go_values_static" if static else "go_values")
-    if not binary.exists():
-        env = {**os.environ, "GOTOOLCHAIN": "local", "CGO_ENABLED": "0" if static else "1"}
-        flags = [] if static else ["-ldflags=-linkmode=external"]
-        subprocess.run(["go", "build", *flags, "-o", str(binary), "."], cwd=SOURCE, env=env, check=True,
-                       capture_output=True, timeout=300)
-    return binary
-
-
 @pytest.fixture(scope="session")
-def go_values(build_dir: Path) -> Callable[[bool], Path]:
-    return lambda static: build_go_values(build_dir, static)
+def go_values(go_target: Callable[..., Path]) -> Callable[[bool], Path]:
+    """tests/targets/go_values, dynamically linked or static."""
+    return lambda static: go_target("go_values", static)
 
 
 async def run_to_end(strobe: StrobeClient, binary: Path, project: Path, *args: str,

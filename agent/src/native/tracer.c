@@ -85,6 +85,20 @@ record_watches (Record * r, guint32 index, guint32 wm)
   }
 }
 
+/* A capture record in the ring slot `index`, its header copied from the call's record r. */
+static Record *
+capture_slot (const Record * r, guint32 index, guint16 kind)
+{
+  Record * e = &shared.ring[index & (RING_CAPACITY - 1)];
+  e->ts = r->ts;
+  e->tid = r->tid;
+  e->func = r->func;
+  e->kind = kind;
+  e->flags = 0;
+  e->parent = NO_PARENT;
+  return e;
+}
+
 /* The argument words of a call that its signature needs beyond the integer registers (WATCH_CAPTURE_*), in the
    slots just before the call's record r (and before its native watch slot, if any), committed first: `last` is
    the highest of them. Frida's trampoline saved the caller's xmm registers (fxsave) and cpu->xmm points at
@@ -97,13 +111,7 @@ record_capture (Record * r, guint32 last, guint32 wm, GumCpuContext * cpu)
   if ((wm & WATCH_CAPTURE_STACK) != 0)
   {
     const guint64 * sp = (const guint64 *) GSIZE_TO_POINTER (cpu->rsp);
-    e = &shared.ring[last & (RING_CAPACITY - 1)];
-    e->ts = r->ts;
-    e->tid = r->tid;
-    e->func = r->func;
-    e->kind = KIND_STACK;
-    e->flags = 0;
-    e->parent = NO_PARENT;
+    e = capture_slot (r, last, KIND_STACK);
     for (i = 0; i != RECORD_ARG_COUNT; i++)
       e->a[i] = sp[1 + i];
     COMMIT (last);
@@ -112,13 +120,7 @@ record_capture (Record * r, guint32 last, guint32 wm, GumCpuContext * cpu)
   if ((wm & WATCH_CAPTURE_XMM) != 0)
   {
     const guint64 * x = (const guint64 *) cpu->xmm;
-    e = &shared.ring[last & (RING_CAPACITY - 1)];
-    e->ts = r->ts;
-    e->tid = r->tid;
-    e->func = r->func;
-    e->kind = KIND_XMM;
-    e->flags = 0;
-    e->parent = NO_PARENT;
+    e = capture_slot (r, last, KIND_XMM);
     for (i = 0; i != RECORD_ARG_COUNT; i++)
       e->a[i] = x[2 * i];
     COMMIT (last);
