@@ -95,16 +95,20 @@ def test_at_an_entry_parameters_come_from_their_registers(c_target: Callable[[st
     assert compile_text("qty > 0 && g_account.total >= 0", order).names == ["qty", "g_account.total"]
 
 
-def test_at_an_entry_float_and_stack_parameters_are_refused_not_read_from_a_wrong_register(
-    c_target: Callable[[str], Path]
-) -> None:
-    # The register plans give floating's double and float xmm registers and many()'s last two the stack: a
-    # condition reads the integer registers only, so those stay out of its arguments and are refused by name.
+def test_at_an_entry_float_and_stack_parameters_are_read_where_they_arrive(c_target: Callable[[str], Path]) -> None:
+    # floating(int a, double d, long b, float f, unsigned char c): d in xmm0, f in xmm1; many()'s g and h on the
+    # stack above the return address. A condition's integer arguments stay the integer registers.
     binary = c_target("abi")
     assert [(a["name"], a["reg"]) for a in condition_args(str(binary), symbol(binary, "floating"))] == [
         ("a", "rdi"), ("b", "rsi"), ("c", "rdx")]
-    assert [a["name"] for a in condition_args(str(binary), symbol(binary, "many"))] == list("abcdef")
-    for function, name in (("floating", "d"), ("many", "h")):
-        with pytest.raises(ValidationError) as raised:
-            compile_text(f"{name} > 0", at_entry(binary, function))
-        assert "does not arrive in an integer register" in raised.value.message
+    reads: list[ValueRead] = []
+    compile_text("d > 1.0 && f < 3", at_entry(binary, "floating"), reads)
+    assert [(r.get("reg"), r["size"], r["kind"], r["load"]) for r in reads] == [
+        ("xmm0", 8, "float", False), ("xmm1", 4, "float", False)]
+    reads = []
+    compile_text("g + h == 15", at_entry(binary, "many"), reads)
+    assert [(r.get("reg"), r["add"], r["size"], r["kind"], r["load"]) for r in reads] == [
+        ("rsp", 8, 8, "int", True), ("rsp", 16, 8, "int", True)]
+    with pytest.raises(ValidationError) as raised:  # a struct passed on the stack: whole scalars only
+        compile_text("b.v[0] > 0", at_entry(binary, "by_big"))
+    assert "passed by value outside the integer registers" in raised.value.message

@@ -128,3 +128,22 @@ async def test_a_trace_added_while_the_program_runs_records_every_call_whole(
     first = {e["function"]: e for e in reversed(await poll(enters, 30, "the first round's calls"))}
     for name in FUNCTIONS:
         assert first[name]["arguments"] == oracle[name]["args"], name
+
+
+async def test_conditions_and_messages_read_float_and_stack_parameters_at_an_entry(
+    strobe: StrobeClient, c_target: Callable[[str], Path], project: Path, control: Control
+) -> None:
+    sid = await launch_ready(strobe, c_target("values"), project, control)
+    answer = await strobe.call("debug_logpoint", sessionId=sid, add=[
+        {"function": "scale", "message": "x={x} f={f} n={n}", "condition": "x > 2 && f < 1"},  # xmm0, xmm1
+        {"function": "eight", "message": "g={g} h={h}", "condition": "g + h == 150"},  # past the registers
+        {"function": "scale", "message": "never", "condition": "x < 0"},
+    ])
+    assert len(answer["logpoints"]) == 3 and "warnings" not in answer
+    await control.round(strobe, sid)
+
+    async def logged() -> list[str] | None:
+        texts = [e["text"] for e in await strobe.all_events(sid, eventType="logpoint")]
+        return texts if len(texts) >= 2 else None
+
+    assert sorted(await poll(logged, 30, "the logpoint lines")) == ["g=70 h=80", "x=2.5 f=0.75 n=-3"]

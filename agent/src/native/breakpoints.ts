@@ -60,7 +60,12 @@ function readValue(read: ValueRead, context: X64CpuContext, sp: NativePointer): 
     return read.constant;
   }
   if (!read.load) {
-    return registerNumber(register(context, sp, read.reg as string), read.size, read.kind === "int");
+    const name = read.reg as string;
+    if (name.startsWith("xmm")) { // a float or double parameter at a function's entry: the register's low bytes
+      const bytes = new DataView((context as unknown as Record<string, ArrayBuffer>)[name]);
+      return read.size === 4 ? bytes.getFloat32(0, true) : bytes.getFloat64(0, true);
+    }
+    return registerNumber(register(context, sp, name), read.size, read.kind === "int");
   }
   let at = read.reg !== undefined ? register(context, sp, read.reg).add(read.add) : ptr(read.address as string);
   for (const offset of read.derefs) {

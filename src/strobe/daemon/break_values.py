@@ -78,6 +78,7 @@ class SiteScope:
     variables: dict[str, FrameVariable] = field(default_factory=dict)  # in scope at a line (symbolic addresses)
     registers: dict[str, RegisterArg] = field(default_factory=dict)  # at an entry: parameters in registers
     parameter_types: dict[str, int | None] = field(default_factory=dict)  # at an entry: their type DIEs
+    entry_reads: dict[str, ValueRead] = field(default_factory=dict)  # at an entry: scalars in xmm or on the stack
     unreadable: str | None = None  # why the frame's variables cannot be located at all
 
 
@@ -97,8 +98,8 @@ def site_scope(module: str, slide: int, static_pc: int, at_entry: bool, args: Se
         index: VariableIndex | None = variable_index(module)
     except StrobeError:
         index = None
-    scope = SiteScope(where or hex(static_pc), index, slide, at_entry,
-                      registers={a.name: a for a in args})
+    scope = SiteScope(where or hex(static_pc), index, slide, at_entry, registers={a.name: a for a in args},
+                      entry_reads=entry_reads(module, static_pc) if at_entry else {})
     if index is None:
         scope.unreadable = "its module has no debug info"
         return scope
@@ -213,11 +214,14 @@ def _prefixes(path: str) -> list[int]:
 def _resolve(scope: SiteScope, name: str, path: str) -> ValueRead:
     if scope.at_entry and name in scope.registers:
         return _register_read(scope, scope.registers[name], path)
+    if scope.at_entry and name in scope.entry_reads and path.strip() == name:
+        return scope.entry_reads[name].copy()
     if scope.at_entry and name in scope.parameter_types:
         raise ValidationError(
-            f"'{name}' is a parameter of {scope.where} that does not arrive in an integer register (a float, a struct "
-            "passed by value, or one passed on the stack): a condition cannot read it at the function's entry yet. "
-            "Break at a line of the function instead: there it is read from its frame.")
+            f"'{path}': '{name}' is a parameter of {scope.where} passed by value outside the integer registers (a "
+            "struct in xmm registers or on the stack): at the function's entry a condition reads such a parameter "
+            "only whole, and only a number. Break at a line of the function instead: there it is read from its "
+            "frame, fields included.")
     if not scope.at_entry and name in scope.variables:
         return _frame_read(scope, scope.variables[name], path)
     if scope.index is not None:
@@ -338,6 +342,29 @@ def condition_args(module: str, static_address: int) -> list[ConditionArg]:
         args.append({"name": str(param.get("name") or f"arg{len(args)}"), "reg": str(pieces[0]["reg"]),
                      "size": int(pieces[0]["size"]), "signed": signed})
     return args
+
+
+def entry_reads(module: str, static_address: int) -> dict[str, ValueRead]:
+    """The scalar parameters of the function at `static_address` that arrive outside the integer registers, as a
+    condition reads them at its entry: a float or double from its xmm register, a scalar passed on the stack from
+    its word above the return address (rsp + 8 + 8k)."""
+    plan_text = register_plan(module, static_address) if static_address else None
+    out: dict[str, ValueRead] = {}
+    for param in json.loads(plan_text).get("params", []) if plan_text else []:
+        value, pieces = param.get("value") or {}, param.get("pieces") or []
+        kind, name = str(value.get("kind")), str(param.get("name"))
+        if kind not in _SCALARS or len(pieces) != 1 or param.get("reference"):
+            continue
+        reg, size = str(pieces[0].get("reg")), int(pieces[0].get("size", 0))
+        kinds: dict[str, ReadKind] = {"float": "float", "bool": "bool", "pointer": "pointer"}
+        signed = kind in ("int", "char") or (kind == "enum" and bool(value.get("signed")))
+        read_kind = kinds.get(kind, _int_kind(signed))
+        if reg.startswith("xmm") and kind == "float" and size in (4, 8):
+            out[name] = {"reg": reg, "add": 0, "derefs": [], "offset": 0, "size": size, "kind": "float", "load": False}
+        elif reg.startswith("stack") and size in (1, 2, 4, 8):
+            out[name] = {"reg": "rsp", "add": 8 + 8 * int(reg[5:]), "derefs": [], "offset": 0, "size": size,
+                         "kind": read_kind, "load": True}
+    return out
 
 
 def entry_arguments(module: str, static_address: int, registers: dict[str, str]) -> dict[str, int]:

@@ -413,7 +413,7 @@ ReadKind = Literal["int", "uint", "float", "bool", "pointer", "cstring"]
 class ValueRead(TypedDict):
     """A program value a condition or message reads at each hit (daemon/break_values.py)."""
 
-    reg: NotRequired[str]  # start at this register's value (rsp: the thread's stack pointer at the site) ...
+    reg: NotRequired[str]  # start at this register's value (rsp: the stack pointer at the site; xmm0-5: a float) ...
     address: NotRequired[str]  # ... or at this address (hex)
     add: int  # added to the register's value
     derefs: list[int]  # each: add the offset, read a pointer there, go on from it
