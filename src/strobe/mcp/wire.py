@@ -248,7 +248,7 @@ def _event(row: EventRow, session_id: str, verbose: bool) -> dict[str, Any]:
         argumentNames=values.argument_names(args) if kind is EventKind.FUNCTION_ENTER else None,
         returnValue=values.return_value(row.retval),
         watchValues=extra.pop("watchValues", None),
-        sampled=row.sampled or None,  # (False: a call its function's follow limit left unfollowed, not sampled)
+        sampled=row.sampled,
         notFollowed=_NOT_FOLLOWED if row.unfollowed else None,
     )
     out.update(extra)
