@@ -51,25 +51,55 @@ async def demo(binary: Path, home: Path) -> None:
         print(f"{BOLD}# connected to {info.server_info.name} {info.server_info.version}{RESET}")
         print("  tools: " + ", ".join(tool.name for tool in tools.tools) + "\n")
 
-        launched = await call(
-            session, "debug_launch", {"command": str(binary), "projectRoot": str(HERE)},
-            "The user says the stock value is wrong. Launch the program under Strobe.",
+        sid = await run_to_end(
+            session, binary, "The user says the stock value is wrong. Launch the program under Strobe."
         )
-        sid = launched["sessionId"]
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            sessions = (await session.call_tool("debug_list_sessions", {})).structured_content["sessions"]
-            if next(s for s in sessions if s["sessionId"] == sid)["status"] != "running":
-                break
-            await anyio.sleep(0.1)
         await call(session, "debug_list_sessions", {}, "It ran to completion: how did it end?")
         await call(session, "debug_query", {"sessionId": sid, "eventType": "stderr"},
                    "Read stderr first, as nextSteps suggests.")
         await call(session, "debug_query", {"sessionId": sid, "eventType": "stdout"},
                    "The stock value is too high by 999.00. What did it print?")
-        print(f"{BOLD}# 999.00 is exactly the TEMPLATE row (999 x 1.00): stock_value() loops one item too far "
-              f"(i <= n). Function tracing (debug_trace) would show its arguments next.{RESET}\n")
+        await call(session, "debug_stop", {"sessionId": sid}, "Enough output: drop this run's data.")
+
+        await call(
+            session, "debug_trace", {"add": ["stock_value", "line_value"], "projectRoot": str(HERE)},
+            "Where does 999.00 come from? Trace the two functions that compute the value, from the next launch on.",
+        )
+        sid = await run_to_end(session, binary, "Run it again, traced.")
+        enters = await call(
+            session, "debug_query", {"sessionId": sid, "eventType": "function_enter", "verbose": True},
+            "Which rows did stock_value sum? Each line_value call shows the row it was given.",
+        )
+        exits = await call(
+            session, "debug_query", {"sessionId": sid, "eventType": "function_exit", "verbose": True},
+            "And what did each row add, and stock_value return?",
+        )
+        rows = [e for e in enters["events"] if e["function"] == "line_value"]
+        added = [e["returnValue"] for e in exits["events"] if e["function"] == "line_value"]
+        total = next(e for e in enters["events"] if e["function"] == "stock_value")
+        print(f"{BOLD}# stock_value was called with n = {argument(total, 'n')} but line_value ran {len(rows)} times: "
+              f"the last row is {argument(rows[-1], 'row')}, which returned "
+              f"{added[-1]}. The loop in stock_value runs one row too far (i <= n): "
+              f"it should be i < n.{RESET}\n")
         await call(session, "debug_stop", {"sessionId": sid}, "Done: stop the session and drop its data.")
+
+
+async def run_to_end(session: ClientSession, binary: Path, note: str) -> str:
+    """Launch the program and wait (polling debug_list_sessions) until it has exited; returns the session id."""
+    launched = await call(session, "debug_launch", {"command": str(binary), "projectRoot": str(HERE)}, note)
+    sid: str = launched["sessionId"]
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        sessions = (await session.call_tool("debug_list_sessions", {})).structured_content["sessions"]
+        if next(s for s in sessions if s["sessionId"] == sid)["status"] != "running":
+            break
+        await anyio.sleep(0.1)
+    return sid
+
+
+def argument(event: dict[str, Any], name: str) -> str:
+    """One argument of a verbose function_enter event, as Strobe shows it."""
+    return json.dumps(event["arguments"][event["argumentNames"].index(name)])
 
 
 def main() -> int:

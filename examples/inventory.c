@@ -19,10 +19,14 @@ static struct item inventory[] = {
 static const int count = 4;
 static const double ledger_value = 98.75;
 
+static double line_value(const struct item *row) {
+    return row->quantity * row->unit_price;
+}
+
 static double stock_value(const struct item *items, int n) {
     double total = 0.0;
     for (int i = 0; i <= n; i++) {
-        total += items[i].quantity * items[i].unit_price;
+        total += line_value(&items[i]);
     }
     return total;
 }
