@@ -10,6 +10,7 @@ Nothing here touches the real home: pip and the daemon get a temporary HOME, pip
 
 from __future__ import annotations
 
+import email.parser
 import json
 import os
 import shutil
@@ -39,6 +40,7 @@ PACKAGED_AGENT = "strobe/_agent/agent.js"
 @dataclass(frozen=True)
 class Installed:
     venv: Path
+    wheel: Path
     wheel_names: list[str]
     strobe_file: Path  # strobe/__init__.py as the fresh venv's python imports it
     site_packages: Path
@@ -112,8 +114,31 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     stale = "; if a dependency is missing, the wheelhouse is stale: run scripts/bootstrap.sh (make setup)"
     run([*pip, "install", "-q", "--find-links", WHEELHOUSE, wheel], env, work, stale)
     strobe_file = Path(run([python, "-c", "import strobe; print(strobe.__file__)"], env, scratch).strip())
-    yield Installed(venv, wheel_names, strobe_file, strobe_file.parent.parent, scratch)
+    yield Installed(venv, wheel, wheel_names, strobe_file, strobe_file.parent.parent, scratch)
     shutil.rmtree(work, ignore_errors=True)  # a venv with frida and numpy is too big to leave in pytest's tmp
+
+
+def test_uv_tool_install_of_the_wheel_gives_a_working_strobe_command(installed: Installed) -> None:
+    """`uv tool install strobe-*.whl`, the way a user installs a command-line tool: its own environment, the
+    `strobe` command on the tool bin directory, the version the package declares."""
+    env = quiet_env(installed.scratch)
+    tools, bin_dir = installed.scratch / "uv-tools", installed.scratch / "uv-bin"
+    env.update({"UV_TOOL_DIR": str(tools), "UV_TOOL_BIN_DIR": str(bin_dir), "UV_CACHE_DIR": str(tools / "cache"),
+                "UV_NO_CONFIG": "1", "UV_PYTHON_DOWNLOADS": "never"})
+    uv = Path(sys.executable).parent / "uv"
+    run([uv, "tool", "install", "--offline", "--no-index", "--find-links", WHEELHOUSE, "--python", sys.executable,
+         installed.wheel], env, installed.scratch, "; if a dependency is missing, run scripts/bootstrap.sh")
+    strobe = bin_dir / "strobe"
+    assert strobe.is_file(), sorted(p.name for p in bin_dir.iterdir()) if bin_dir.is_dir() else "no bin dir"
+    version = run([strobe, "--version"], env, installed.scratch).strip()
+    (metadata,) = installed.site_packages.glob("strobe-*.dist-info/METADATA")
+    declared = email.parser.HeaderParser().parsestr(metadata.read_text())["Version"]
+    assert version == f"strobe {declared}", version
+    # The tool's own environment holds the compiled agent, apart from the repository and the test venv.
+    (agent,) = tools.glob("strobe/lib/python*/site-packages/strobe/_agent/agent.js")
+    assert "PROTOCOL_VERSION" in agent.read_text()
+    run([uv, "tool", "uninstall", "strobe"], env, installed.scratch)
+    assert not strobe.exists()
 
 
 @asynccontextmanager
