@@ -14,7 +14,10 @@ from pathlib import Path
 MODULE_NAME = "_strobe_tracer"
 _HERE = Path(__file__).parent
 # Executed in this order, in one namespace: each module uses the names of those before it.
-SOURCE_PATHS = tuple(_HERE / name for name in ("reprs.py", "outbox.py", "backends.py", "breaks.py", "tracer.py"))
+SOURCE_PATHS = tuple(
+    _HERE / name
+    for name in ("reprs.py", "outbox.py", "backends.py", "templates.py", "breaks.py", "control.py", "tracer.py")
+)
 SOURCE_PATH = SOURCE_PATHS[-1]  # the module with install()
 
 

@@ -1,7 +1,8 @@
 """Strobe's tracer inside a traced CPython 3.11-3.13 process: it records the calls of the host's target functions.
 
-The host never imports this file: it executes reprs.py, outbox.py, backends.py, breaks.py and then this text in one
-fresh private module `_strobe_tracer` (`strobe.instrument.pytracer.source()` gives them in order), then calls
+The host never imports this file: it executes reprs.py, outbox.py, backends.py, templates.py, breaks.py, control.py
+and then this text in one fresh private module `_strobe_tracer` (`strobe.instrument.pytracer.source()` gives them in
+order), then calls
 
     tracer = install(sink, control_fd, {"targets": [{"id": 7, "file": "/abs/app.py", "line": 12,
                                                      "qualname": "Cart.total"}], "depth": 3,
@@ -36,7 +37,6 @@ import atexit
 import gc
 import itertools
 import os
-import select
 import sys
 import threading
 import time
@@ -49,15 +49,15 @@ if TYPE_CHECKING:  # in the target these names come from the modules executed ju
 
     from .backends import Monitoring, Settrace
     from .breaks import Breakpoints
+    from .control import Control
     from .outbox import BATCH_EVENTS, LOG_CAP, Outbox
-    from .reprs import ChainError, Renderer, exc_message, instance_attr, parse_chain, read_chain, tname
+    from .reprs import ChainError, Renderer, exc_message, instance_attr, read_chain, tname
 
 ENTER, RETURN, UNWIND, CRASH = 1, 2, 3, 9
 _GENERATOR_LIKE = 0x20 | 0x80 | 0x100 | 0x200  # CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE, CO_ASYNC_GENERATOR
 _VARARGS, _VARKEYWORDS, _ASYNC_GENERATOR = 0x04, 0x08, 0x200
 _TRACEBACK_FRAMES, _FRAME_LOCALS = 50, 30
 _UNBOUND = "\"<unbound>\""  # an argument not bound yet (JSON text)
-_COMMANDS = ("targets", "depth", "watches", "eval", "flush", "breakpoints", "resume", "set", "stop")
 _now = time.monotonic_ns
 _ident = _thread.get_ident
 _native_id = _thread.get_native_id
@@ -143,6 +143,7 @@ class Tracer:
         self.state = "installed"
         self.unavailable: str | None = None
         self.breaks = Breakpoints(self)
+        self.control = Control(self)
         self.backend: Monitoring | Settrace = Monitoring(self) if sys.version_info >= (3, 12) else Settrace(self)
         self._sys_hook, self._thread_hook = self._sys_excepthook, self._thread_excepthook
         self._sys_prev, self._thread_prev = sys.excepthook, threading.excepthook
@@ -183,7 +184,7 @@ class Tracer:
             del sys.modules[__name__]
 
     def _start_helper(self) -> None:
-        self._helper = threading.Thread(target=self._run, name="strobe-tracer", daemon=True)
+        self._helper = threading.Thread(target=self.control.run, name="strobe-tracer", daemon=True)
         self._helper.start()
 
     def can_pause(self) -> bool:
@@ -358,130 +359,9 @@ class Tracer:
             if added:
                 self.quiet.discard(ident)
 
-    def _run(self) -> None:
-        self.quiet.add(_ident())
-        sys.settrace(None)
-        out, pending = self.out, b""
-        while self.state != "stopped":
-            try:
-                fds = [out.wake_r]
-                if self._reading and self._control_fd is not None:
-                    fds.append(self._control_fd)
-                steps = self.breaks.steps
-                ready = select.select(fds, [], [], min(self._interval, 0.25) if steps else self._interval)[0]
-                if out.wake_r in ready:
-                    out.drain_wake()
-                if self._reading and self._control_fd in ready:
-                    pending = self._read_commands(pending)
-                if out.pending():
-                    self.flush()
-                if steps:
-                    self.breaks.prune()
-            except Exception as exc:
-                out.error("helper", exc)
-                if self._reading:  # a broken control fd: keep flushing, stop reading
-                    self._host_gone()
-        if out is self.out:
-            out.close()
-
-    def _read_commands(self, pending: bytes) -> bytes:
-        try:
-            data = os.read(self._control_fd, 65536)  # type: ignore[arg-type]
-        except BlockingIOError:
-            return pending
-        if not data:  # the host closed its end
-            self._host_gone()
-            return b""
-        *lines, pending = (pending + data).split(b"\n")
-        for line in lines:
-            if line.strip():
-                try:
-                    command = self.out.loads(line.decode())
-                except Exception as exc:
-                    self.out.note("command", f"not a JSON command ({tname(type(exc))}): {line[:200]!r}")
-                    continue
-                self.command(command)  # type: ignore[arg-type]
-        if len(pending) > 1 << 20:
-            self.out.note("command", "a command line longer than 1 MiB was dropped")
-            pending = b""
-        return pending
-
-    # ---- commands ----
-
     def command(self, cmd: dict[str, object]) -> None:
-        """Apply one host command; the reply (when it has an "id") goes through the sink. Never raises."""
-        rid = cmd.get("id") if isinstance(cmd, dict) else None
-        reply = self.out.reply
-        try:
-            name = cmd.get("cmd") if isinstance(cmd, dict) else None
-            if name == "targets":
-                count = self._set_targets(cmd.get("targets", []))
-                status = {"error": self.unavailable} if self.unavailable else {"ok": True}
-                reply(rid, targets=count, backend=self.backend.name, **status)
-            elif name == "depth":
-                self._render = Renderer(_depth(cmd.get("depth"))).render
-                reply(rid, ok=True)
-            elif name == "watches":
-                reply(rid, ok=True, errors=self._set_watches(cmd.get("watches", [])))
-            elif name == "eval":
-                reply(rid, values=self._eval(cmd.get("exprs", []), cmd.get("tid"), cmd.get("frame")))
-            elif name == "set":
-                frame = self.breaks.frame_of(cmd.get("tid"), cmd.get("frame", 0))
-                value = cmd.get("value")
-                if value is not None and type(value) not in (int, float, str, bool):
-                    raise ValueError("value must be a number, a string, a bool or null")
-                previous = self.breaks.write_in(frame, str(cmd.get("local")), value)
-                reply(rid, previous=self._render(previous), value=self._render(value))
-            elif name == "flush":
-                self.flush()
-                reply(rid, flushed=True)
-            elif name == "breakpoints":
-                failed = self.breaks.update(cmd.get("set", []), cmd.get("remove", []))
-                status = {"error": self.unavailable} if self.unavailable else {"ok": True}
-                reply(rid, failed=failed, **status)
-            elif name == "resume":
-                self.breaks.resume(cmd.get("tid"), cmd.get("action", "continue"))
-                reply(rid, ok=True)
-            elif name == "stop":
-                self.stop()
-                reply(rid, stopped=True)
-            else:
-                raise ValueError(f"unknown command {str(name)[:40]!r}: one of " + ", ".join(_COMMANDS))
-        except Exception as exc:
-            if rid is None:
-                self.out.error("command", exc)
-            else:
-                reply(rid, error=exc_message(exc))
-
-    def _set_watches(self, watches: object) -> list[list[object]]:
-        chains, errors = [], []
-        for watch in watches if isinstance(watches, list) else [watches]:
-            wid = watch.get("id") if isinstance(watch, dict) else None
-            try:
-                if type(wid) is not int:
-                    raise ChainError(f"watch {str(watch)[:200]}: needs id (int) and expr (str)")
-                chains.append((str(wid), parse_chain(watch.get("expr"))))  # type: ignore[union-attr]
-            except ChainError as exc:
-                errors.append([wid, str(exc)])
-        self._watches = chains
-        return errors
-
-    def _eval(self, exprs: object, tid: object = None, index: object = None) -> list[list[object]]:
-        """Dotted names read statically: from loaded modules, or (`tid`) from frame `index` of a paused thread."""
-        if not isinstance(exprs, list) or len(exprs) > 100:
-            raise ValueError("exprs must be a list of at most 100 dotted names")
-        frame = None if tid is None else self.breaks.frame_of(tid, 0 if index is None else index)
-        values: list[list[object]] = []
-        for expr in exprs:
-            try:
-                parts = parse_chain(expr)
-                found = read_chain(parts) if frame is None else self.breaks.read_in(frame, parts)
-                values.append([expr, self._render(found)])
-            except ChainError as exc:
-                values.append([expr, {"__error__": str(exc)}])
-            except Exception as exc:
-                values.append([expr, {"__error__": "unreadable: " + tname(type(exc))}])
-        return values
+        """Apply one host command (control.py); the reply, when it has an "id", goes through the sink."""
+        self.control.apply(cmd)
 
     # ---- uncaught exceptions ----
 
