@@ -18,12 +18,14 @@ import pytest
 from strobe.testing.adapters.base import StackKind
 from strobe.testing.stacks import Frame, ProcessStacks, ThreadStack
 from strobe.testing.stuck import (
+    CpuWindow,
     StuckDetector,
     StuckKind,
     StuckVerdict,
     ThreadUsage,
     TreeUsage,
     Wait,
+    classify,
     suggest_traces,
     waits_in,
 )
@@ -353,3 +355,49 @@ def test_real_steady_printer_is_never_stuck(programs: Callable[[str], Path],
     first_line(unheard)
     verdict = watch(unheard, feed_output=False)
     assert verdict and verdict.kind is StuckKind.WAITING_ON_IO and "wait_briefly_for_reply" in verdict.diagnosis
+
+
+# ---- classify(): one picture (two captures and the CPU between them), as debug_stacks asks -----------------
+
+def window(shares: dict[tuple[int, int], float], commands: dict[int, str] | None = None) -> CpuWindow:
+    before = TreeUsage({key: ThreadUsage(0, 0) for key in shares}, commands or {PID: "bank_tests"})
+    after = TreeUsage({key: ThreadUsage(int(share * 1.5e9), 0) for key, share in shares.items()},
+                      commands or {PID: "bank_tests"})
+    return CpuWindow.between(before, after, 1.5)
+
+
+def test_classify_identical_idle_lock_waits_as_a_deadlock_naming_the_functions() -> None:
+    result = classify(window(IDLE), DEADLOCK, DEADLOCK)
+    assert result.kind is StuckKind.DEADLOCK and result.same and not result.hot
+    assert result.detail == "2 threads waiting for locks in transfer_funds, audit_ledger"
+    assert [t.tid for t in result.threads] == [PID, 101, 102]
+
+
+def test_classify_marks_an_idle_picture_whose_stacks_moved_as_not_the_same() -> None:
+    moved = [ProcessStacks(PID, "bank_tests", [JOINING, thread(101, *LOCKED, own("transfer_funds")),
+                                               thread(102, lib("futex_wait"), own("audit_ledger"), own("audit"))])]
+    result = classify(window(IDLE), DEADLOCK, moved)
+    assert not result.same
+    assert classify(window(IDLE), None, DEADLOCK).same is False  # one capture proves nothing
+
+
+def test_classify_hot_thread_repeating_its_function_is_a_loop_there() -> None:
+    stacks = [ProcessStacks(PID, "solver", [thread(PID, own("solver::step"), own("solver::run"), own("main"))])]
+    result = classify(window({(PID, PID): 0.98}, {PID: "solver"}), stacks, stacks)
+    assert result.kind is StuckKind.INFINITE_LOOP and result.loop == "solver::step"
+    assert result.detail == "98% CPU in solver::step" and result.hot == {(PID, PID): pytest.approx(0.98)}
+    assert classify(window({(PID, PID): 0.98}, {PID: "solver"}), None, stacks).kind is None  # needs two captures
+
+
+def test_classify_moderate_cpu_and_busy_compilers_are_work() -> None:
+    assert classify(window({(PID, 101): 0.3}), DEADLOCK, DEADLOCK).kind is None
+    building = classify(window({(200, 200): 1.0}, {200: "rustc"}), DEADLOCK, DEADLOCK)
+    assert not building.hot and building.kind is None
+
+
+def test_cpu_window_counts_waiting_for_a_cpu_as_demand() -> None:
+    before = TreeUsage({(PID, PID): ThreadUsage(0, 0)})
+    after = TreeUsage({(PID, PID): ThreadUsage(500_000_000, 1_000_000_000)})
+    picture = CpuWindow.between(before, after, 2.0)
+    assert picture.cpu == {(PID, PID): 0.25} and picture.demand == {(PID, PID): 0.75}
+    assert picture.total == 0.25 and picture.hot() == {(PID, PID): 0.75}

@@ -23,13 +23,14 @@ from strobe import __version__
 from strobe.errors import ErrorCode, StrobeError
 from strobe.mcp import debug_tools, query_tools, read_tools, session_tools, testrun_tools, trace_tools
 from strobe.mcp.registry import Tool, ToolContext
+from strobe.mcp.stack_tools import TOOLS as STACK_TOOLS
 
 log = logging.getLogger(__name__)
 
 TOOLS: dict[str, Tool] = {
     tool.name: tool for tool in (
         *session_tools.TOOLS, *trace_tools.TOOLS, *query_tools.TOOLS, *read_tools.TOOLS, *testrun_tools.TOOLS,
-        *debug_tools.TOOLS,
+        *debug_tools.TOOLS, *STACK_TOOLS,
     )
 }
 

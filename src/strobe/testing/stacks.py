@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +36,8 @@ _RUNTIME_PREFIXES = ("std::", "core::", "alloc::", "test::", "<std::", "<core::"
 _SYSTEM_SOURCES = ("../sysdeps/", "./nptl/", "./csu/", "./misc/", "/rustc/", "/usr/include/", "/usr/src/", "<frozen")
 _DEPENDENCY_DIRS = ("/site-packages/", "/dist-packages/", "/node_modules/", "/.cargo/registry/", "/go/pkg/mod/")
 _RUNTIME_NAMES = frozenset({"main", "??", "", "<module>", "_start", "start_thread", "clone", "clone3"})
+# py-spy --native names a native frame's library by its file name only
+_SYSTEM_LIBRARIES = ("libc.so", "libc-", "libpthread", "ld-linux", "libm.so", "libpython", "libstdc++", "libgcc_s")
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,8 @@ class Frame:
     @property
     def is_user(self) -> bool:
         """True for the program's own code: not libc/pthread/the dynamic loader, not a language runtime."""
-        if self.module and (self.module.startswith(_SYSTEM_DIRS) or "vdso" in self.module):
+        if self.module and (self.module.startswith(_SYSTEM_DIRS) or "vdso" in self.module
+                            or Path(self.module).name.startswith(_SYSTEM_LIBRARIES)):
             return False
         if self.location and (self.location.startswith(_SYSTEM_SOURCES) or self.location.startswith(_SYSTEM_DIRS)
                               or any(part in self.location for part in _DEPENDENCY_DIRS)):
@@ -253,10 +257,12 @@ def parse_gdb(text: str) -> list[ThreadStack]:
 
 _PY_THREAD = re.compile(r'^Thread (0x[0-9a-fA-F]+|\d+)(?: \(([^)]*)\))?(?:: "(.*)")?')
 _PY_FRAME = re.compile(r"^\s+(.+?) \((.+?:\d+)\)\s*$")
+_PY_NATIVE_FRAME = re.compile(r"^\s+(.+?) \(([^():]+)\)\s*$")  # --native: "func (libpython3.11.so.1.0)"
 
 
 def parse_py_spy(text: str) -> list[ThreadStack]:
-    """`py-spy dump --pid`: "Thread <id> (<state>): "<name>"" headers, indented "function (file:line)" frames."""
+    """`py-spy dump --pid`: "Thread <id> (<state>): "<name>"" headers, indented "function (file:line)" frames
+    (with --native also "function (library)" or "0xADDR (library)")."""
     threads: list[ThreadStack] = []
     header: tuple[int, str] | None = None
     frames: list[Frame] = []
@@ -269,6 +275,9 @@ def parse_py_spy(text: str) -> list[ThreadStack]:
             frames = []
         elif header and (match := _PY_FRAME.match(line)):
             frames.append(Frame(match.group(1), match.group(2)))
+        elif header and (match := _PY_NATIVE_FRAME.match(line)):
+            function = match.group(1)
+            frames.append(Frame("??" if function.startswith("0x") else function, None, match.group(2)))
     return threads
 
 
@@ -306,6 +315,30 @@ def _py_spy(pid: int) -> list[ThreadStack]:
         return []
     code, out = _run(["py-spy", "dump", "--pid", str(pid)])
     return parse_py_spy(out) if code == 0 else []
+
+
+def py_spy_path() -> str | None:
+    """py-spy on PATH, or next to this interpreter (installed in Strobe's own environment)."""
+    beside = Path(sys.executable).parent / "py-spy"
+    return shutil.which("py-spy") or (str(beside) if os.access(beside, os.X_OK) else None)
+
+
+def python_stacks(pid: int) -> list[ThreadStack]:
+    """The Python threads of a CPython process by OS thread id, interpreter frames interleaved with the native
+    ones they call (`py-spy dump --native`) or, when py-spy cannot unwind the native stacks (through Frida's
+    code, for one), interpreter frames only; [] without py-spy or when it cannot read the process."""
+    if (spy := py_spy_path()) is None:
+        return []
+    for native in (["--native"], []):
+        code, out = _run([spy, "dump", *native, "--pid", str(pid)])
+        if code == 0:
+            return parse_py_spy(out)
+    return []
+
+
+def is_python(pid: int) -> bool:
+    """The process runs a Python interpreter (by its executable's name)."""
+    return _is_python(pid)
 
 
 def _is_python(pid: int) -> bool:

@@ -80,8 +80,13 @@ def _thread_usage(pid: int, tid: int) -> ThreadUsage | None:
 
 def read_tree_usage(root_pid: int) -> TreeUsage:
     """CPU counters of every thread of every live process in root_pid's tree."""
+    return read_usage(process_tree(root_pid))
+
+
+def read_usage(pids: Iterable[int]) -> TreeUsage:
+    """CPU counters of every thread of these processes (those gone are left out)."""
     usage = TreeUsage()
-    for pid in process_tree(root_pid):
+    for pid in pids:
         stat = read_stat(pid)
         if stat is None:
             continue
@@ -185,6 +190,134 @@ def suggest_traces(threads: Iterable[ThreadStack], kind: StackKind = StackKind.N
     return out[:MAX_SUGGESTIONS]
 
 
+# ---- classification of two captures and the CPU use between them --------------------------------
+
+Key = tuple[int, int]  # (pid, tid)
+
+
+@dataclass(frozen=True)
+class CpuWindow:
+    """CPU use of a tree's threads over an interval, as shares of a core: `cpu` is time run, `demand` time run
+    or waiting to run (a spinning thread wants a whole core even on a busy machine)."""
+
+    seconds: float
+    cpu: dict[Key, float]
+    demand: dict[Key, float]
+    commands: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def total(self) -> float:
+        return sum(self.cpu.values())
+
+    def hot(self) -> dict[Key, float]:
+        """Threads wanting at least HOT_CORES of a core (none while a compiler is among them: that is building)."""
+        hot = {key: share for key, share in self.demand.items() if share >= HOT_CORES}
+        return {} if any(self.commands.get(pid) in BUILD_TOOLS for pid, _ in hot) else hot
+
+    @classmethod
+    def between(cls, before: TreeUsage, after: TreeUsage, seconds: float) -> CpuWindow:
+        """The window between two readings `seconds` apart (threads only in `after` count from zero)."""
+        cpu: dict[Key, float] = {}
+        demand: dict[Key, float] = {}
+        for key, counters in after.threads.items():
+            old = before.threads.get(key, ThreadUsage(0, 0))
+            ran = max(0, counters.cpu_ns - old.cpu_ns) / 1e9
+            waited = max(0, counters.wait_ns - old.wait_ns) / 1e9
+            cpu[key] = ran / seconds if seconds > 0 else 0.0
+            demand[key] = min(1.0, (ran + waited) / seconds) if seconds > 0 else 0.0
+        return cls(seconds, cpu, demand, dict(after.commands))
+
+
+@dataclass(frozen=True)
+class Classification:
+    """What two captures and the CPU window between them say. `kind` None: working (moderate CPU, or a busy
+    thread whose stacks moved). `same`: the two captures' stacks are identical (an idle tree is only stuck then)."""
+
+    kind: StuckKind | None
+    detail: str
+    total_cpu: float
+    hot: dict[Key, float]
+    loop: str | None = None
+    same: bool = False
+    threads: tuple[ThreadStack, ...] = ()  # the hot threads, or the relevant threads of an idle tree
+
+
+def same_stacks(first: list[ProcessStacks], second: list[ProcessStacks]) -> bool:
+    def signature(processes: list[ProcessStacks]) -> dict[Key, tuple[str, ...]]:
+        return {(p.pid, t.tid): t.functions for p in relevant(processes) for t in p.threads}
+
+    return bool(signature(first)) and signature(first) == signature(second)
+
+
+def idle_kind(threads: list[ThreadStack]) -> tuple[StuckKind, str]:
+    """What an idle tree's threads wait in, and where (their innermost own functions)."""
+    waits = [w for t in threads if (w := waits_in(t)) is not None]
+
+    def where(wait: Wait) -> str:
+        names = []
+        for thread in threads:
+            if waits_in(thread) is wait:
+                own = thread.user_frames
+                names.append(own[0].function if own else thread.name)
+        return ", ".join(dict.fromkeys(names))
+
+    if Wait.LOCK in waits and Wait.IO not in waits:
+        count = waits.count(Wait.LOCK)
+        threads_text = f"{count} thread{'s' if count > 1 else ''}"
+        return StuckKind.DEADLOCK, f"{threads_text} waiting for locks in {where(Wait.LOCK)}"
+    if Wait.IO in waits:
+        return StuckKind.WAITING_ON_IO, f"blocked reading/polling in {where(Wait.IO)} (nothing arrives)"
+    if Wait.SLEEP in waits and Wait.EVENT not in waits:
+        return StuckKind.SLEEPING, f"sleeping in {where(Wait.SLEEP)}"
+    if Wait.EVENT in waits:
+        return StuckKind.HUNG, f"waiting for an event that never comes in {where(Wait.EVENT)}"
+    return StuckKind.HUNG, "no thread is running"
+
+
+def loop_function(first: list[ProcessStacks], second: list[ProcessStacks], hot: dict[Key, float]) -> str | None:
+    """The innermost function a hot thread was in at both captures (within its LOOP_DEPTH innermost own
+    frames; all frames when it has none of its own, e.g. spinning inside libc)."""
+    before = {(p.pid, t.tid): t for p in first for t in p.threads}
+    after = {(p.pid, t.tid): t for p in second for t in p.threads}
+    for key in sorted(hot, key=lambda k: -hot[k]):
+        if key not in before or key not in after:
+            continue
+        old, new = (t.user_frames or list(t.calls) for t in (before[key], after[key]))
+        common = {f.function for f in old[:LOOP_DEPTH]}
+        for frame in new[:LOOP_DEPTH]:
+            if frame.function in common:
+                return frame.function
+    return None
+
+
+def classify(window: CpuWindow, first: list[ProcessStacks] | None, second: list[ProcessStacks]) -> Classification:
+    """The stuck detector's judgement of one picture: a hot thread whose innermost own function repeats across
+    the captures is an infinite loop in it; an idle tree is named after what its threads wait in (a deadlock,
+    I/O, sleep, an event), confirmed only when `same`. `first` None: one capture so far (no loop, never same).
+
+        >>> classify(CpuWindow.between(before, after, 1.5), first, second).kind
+        <StuckKind.DEADLOCK: 'deadlock'>
+    """
+    hot = window.hot()
+    if hot:
+        by_key = {(p.pid, t.tid): t for p in second for t in p.threads}
+        hot_threads = tuple(by_key[key] for key in sorted(hot, key=lambda k: -hot[k]) if key in by_key)
+        loop = loop_function(first, second, hot) if first is not None else None
+        share = f"{max(hot.values()) * 100:.0f}% CPU"
+        if loop is not None:
+            return Classification(StuckKind.INFINITE_LOOP, f"{share} in {loop}", window.total, hot, loop,
+                                  threads=hot_threads)
+        top = hot_threads[0].user_frames[:1] if hot_threads else []
+        return Classification(None, share + (f" in {top[0].function}" if top else ""), window.total, hot,
+                              threads=hot_threads)
+    if window.total >= IDLE_CORES:
+        return Classification(None, f"{window.total * 100:.0f}% CPU", window.total, hot)
+    threads = tuple(t for p in relevant(second) for t in p.threads)
+    kind, detail = idle_kind(list(threads))
+    same = first is not None and same_stacks(first, second)
+    return Classification(kind, detail, window.total, hot, same=same, threads=threads)
+
+
 # ---- the detector ---------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -270,27 +403,29 @@ class StuckDetector:
         seconds = sum(i.seconds for i in window)
         if seconds <= 0:
             return None
-        total_cpu = sum(sum(i.cpu.values()) for i in window) / seconds
-        demand: dict[tuple[int, int], float] = {}
+        cpu: dict[Key, float] = {}
+        demand: dict[Key, float] = {}
         for interval in window:
+            for key, value in interval.cpu.items():
+                cpu[key] = cpu.get(key, 0.0) + value / seconds
             for key, value in interval.demand.items():
                 demand[key] = demand.get(key, 0.0) + value / seconds
-        hot = {key: share for key, share in demand.items() if share >= HOT_CORES}
-        if any(usage.commands.get(pid) in BUILD_TOOLS for pid, _ in hot):
-            hot = {}  # a compiler at full speed is building, not looping
-        if not hot and total_cpu >= IDLE_CORES:
+        picture = CpuWindow(seconds, cpu, demand, usage.commands)
+        if not picture.hot() and picture.total >= IDLE_CORES:
             self._reset()  # working at moderate speed: progress, as far as anyone can tell
             return None
         capture = (now, self._read_stacks(self.root_pid, self.kind, False))
-        if not self._captures or not self._same(self._captures[-1], capture):
+        if not self._captures or not same_stacks(self._captures[-1][1], capture[1]):
             self._unchanged_since = None
         elif self._unchanged_since is None:
             self._unchanged_since = self._captures[-1][0]
         self._captures = [*self._captures[-1:], capture]
-        if hot:
-            self.verdict = self._judge_hot(hot, idle)
+        first = self._captures[0][1] if len(self._captures) == 2 else None
+        result = classify(picture, first, capture[1])
+        if result.hot:
+            self.verdict = self._judge_hot(result, idle)
         else:
-            self.verdict = self._judge_idle(total_cpu, idle, now)
+            self.verdict = self._judge_idle(result, idle, now)
         return self.verdict
 
     def timeout_verdict(self, limit_s: float, what: str, now: float) -> StuckVerdict:
@@ -324,13 +459,12 @@ class StuckDetector:
             demand[key] = min(seconds, ran + max(0, counters.wait_ns - before.wait_ns) / 1e9)
         self._intervals = [*self._intervals[-15:], _Interval(seconds, now, cpu, demand)]
 
-    def _judge_idle(self, total_cpu: float, idle: float, now: float) -> StuckVerdict | None:
+    def _judge_idle(self, result: Classification, idle: float, now: float) -> StuckVerdict | None:
         _, latest = self._captures[-1]
-        threads = [t for p in relevant(latest) for t in p.threads]
-        waits = [w for t in threads if (w := waits_in(t)) is not None]
+        threads = list(result.threads)
         same_since = self._unchanged_since
-        kind, detail = self._idle_kind(threads, waits)
-        cpu = f"{total_cpu * 100:.0f}% CPU"
+        kind, detail = result.kind or StuckKind.HUNG, result.detail
+        cpu = f"{result.total_cpu * 100:.0f}% CPU"
         traces = suggest_traces(threads, self.kind)
         if same_since is None:
             self.warning = StuckWarning(int(idle * 1000), f"No output for {idle:.0f}s, {cpu}; {detail}", traces)
@@ -345,64 +479,16 @@ class StuckDetector:
         diagnosis = f"{titles[kind]}: {cpu}, identical stacks for {unchanged:.0f}s, no output for {idle:.0f}s; {detail}"
         return StuckVerdict(kind, diagnosis, int(idle * 1000), self._for_report(latest), traces)
 
-    def _idle_kind(self, threads: list[ThreadStack], waits: list[Wait]) -> tuple[StuckKind, str]:
-        def where(wait: Wait) -> str:
-            names = []
-            for thread in threads:
-                if waits_in(thread) is wait:
-                    own = thread.user_frames
-                    names.append(own[0].function if own else thread.name)
-            return ", ".join(dict.fromkeys(names))
-
-        if Wait.LOCK in waits and Wait.IO not in waits:
-            count = waits.count(Wait.LOCK)
-            threads_text = f"{count} thread{'s' if count > 1 else ''}"
-            return StuckKind.DEADLOCK, f"{threads_text} waiting for locks in {where(Wait.LOCK)}"
-        if Wait.IO in waits:
-            return StuckKind.WAITING_ON_IO, f"blocked reading/polling in {where(Wait.IO)} (nothing arrives)"
-        if Wait.SLEEP in waits and Wait.EVENT not in waits:
-            return StuckKind.SLEEPING, f"sleeping in {where(Wait.SLEEP)}"
-        if Wait.EVENT in waits:
-            return StuckKind.HUNG, f"waiting for an event that never comes in {where(Wait.EVENT)}"
-        return StuckKind.HUNG, "no thread is running"
-
-    def _same(self, first: tuple[float, list[ProcessStacks]], second: tuple[float, list[ProcessStacks]]) -> bool:
-        def signature(processes: list[ProcessStacks]) -> dict[tuple[int, int], tuple[str, ...]]:
-            return {(p.pid, t.tid): t.functions for p in relevant(processes) for t in p.threads}
-
-        return bool(signature(first[1])) and signature(first[1]) == signature(second[1])
-
-    def _judge_hot(self, hot: dict[tuple[int, int], float], idle: float) -> StuckVerdict | None:
+    def _judge_hot(self, result: Classification, idle: float) -> StuckVerdict | None:
         latest = self._captures[-1][1]
-        by_key = {(p.pid, t.tid): t for p in latest for t in p.threads}
-        hot_threads = [by_key[key] for key in sorted(hot, key=lambda k: -hot[k]) if key in by_key]
-        traces = suggest_traces(hot_threads, self.kind)
-        share = max(hot.values())
-        loop = self._loop_function(hot) if len(self._captures) == 2 else None
-        if loop is None:
-            top = hot_threads[0].user_frames[:1] if hot_threads else []
-            where = f" in {top[0].function}" if top else ""
-            self.warning = StuckWarning(int(idle * 1000), f"No output for {idle:.0f}s, {share * 100:.0f}% CPU{where}",
-                                        traces)
+        traces = suggest_traces(result.threads, self.kind)
+        share = max(result.hot.values())
+        if result.loop is None:
+            self.warning = StuckWarning(int(idle * 1000), f"No output for {idle:.0f}s, {result.detail}", traces)
             return None
+        loop = result.loop
         self.warning = StuckWarning(int(idle * 1000), f"{share * 100:.0f}% CPU, stacks repeat in {loop}", traces)
         if idle < self.confirm_after_s - self.slack_s:
             return None
         diagnosis = f"Infinite loop: {share * 100:.0f}% CPU in {loop}, no output for {idle:.0f}s"
         return StuckVerdict(StuckKind.INFINITE_LOOP, diagnosis, int(idle * 1000), self._for_report(latest), traces)
-
-    def _loop_function(self, hot: dict[tuple[int, int], float]) -> str | None:
-        """The innermost function a hot thread was in at both captures (within its LOOP_DEPTH innermost own
-        frames; all frames when it has none of its own, e.g. spinning inside libc)."""
-        (_, first), (_, second) = self._captures
-        before = {(p.pid, t.tid): t for p in first for t in p.threads}
-        after = {(p.pid, t.tid): t for p in second for t in p.threads}
-        for key in sorted(hot, key=lambda k: -hot[k]):
-            if key not in before or key not in after:
-                continue
-            old, new = (t.user_frames or list(t.calls) for t in (before[key], after[key]))
-            common = {f.function for f in old[:LOOP_DEPTH]}
-            for frame in new[:LOOP_DEPTH]:
-                if frame.function in common:
-                    return frame.function
-        return None
