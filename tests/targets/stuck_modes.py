@@ -22,7 +22,10 @@ def audit_ledger() -> None:
             pass
 
 
-workers = [threading.Thread(target=transfer_funds, name="transfer"), threading.Thread(target=audit_ledger, name="audit")]
+workers = [
+    threading.Thread(target=transfer_funds, name="transfer"),
+    threading.Thread(target=audit_ledger, name="audit"),
+]
 for worker in workers:
     worker.start()
 print("ready", flush=True)
