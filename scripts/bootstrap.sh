@@ -31,6 +31,7 @@ command -v npm >/dev/null || need_apt+=(nodejs npm)
 command -v eu-stack >/dev/null || need_apt+=(elfutils)
 command -v gdb >/dev/null || need_apt+=(gdb)
 command -v ss >/dev/null || need_apt+=(iproute2)  # the proxy tests watch a paused daemon's socket queue
+command -v chromium >/dev/null || need_apt+=(chromium)  # debug_export's HTML timeline, drawn headless in tests
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "bootstrap: installing ${need_apt[*]} with apt-get"
