@@ -6,7 +6,9 @@
 import { installCrashHandler } from "./common/crash.js";
 import { installExitHooks } from "./common/exit.js";
 import { installLifeline } from "./common/forks.js";
+import { installStdin } from "./common/stdin.js";
 import { onReadMemory, onWriteMemory } from "./common/memory.js";
+import { installOutputCapture } from "./common/output.js";
 import {
   BreakpointsRequest,
   emit,
@@ -101,6 +103,8 @@ installExitHooks(flushAll);
 installAltStacks(); // before the program runs: every alternate signal stack it installs is big enough
 installCrashHandler(flushAll, (details) => breakpoints.onException(details));
 installLifeline();
+installOutputCapture(); // only on request: a process Strobe attached to (its stdio is its own)
+installStdin();
 recv("hooks", onHooks);
 recv("flush", onFlush);
 recv("read_memory", onRead);

@@ -56,6 +56,16 @@ class SessionExists(StrobeError):
         )
 
 
+class ProcessAlreadyTraced(StrobeError):
+    code = ErrorCode.SESSION_EXISTS
+
+    def __init__(self, session_id: str, pid: int) -> None:
+        super().__init__(
+            f"Process {pid} is already in session '{session_id}'. Query that session, or call "
+            f"debug_stop({{sessionId: '{session_id}'}}) before attaching to it again."
+        )
+
+
 class ProcessExited(StrobeError):
     code = ErrorCode.PROCESS_EXITED
 

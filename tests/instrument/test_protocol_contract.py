@@ -109,6 +109,8 @@ REPLIES: dict[str, Any] = {  # what the agent answers each request with
     "py_setup": lambda rid: protocol.PySetupDone(type="py_setup_done", requestId=rid, state="waiting"),
     "lifeline": lambda rid: protocol.LifelineState(type="lifeline_state", requestId=rid, scope="group"),
     "release": lambda rid: protocol.LifelineState(type="lifeline_state", requestId=rid, scope="none"),
+    "capture_output": lambda rid: protocol.OutputCapture(type="output_capture", requestId=rid, hooked=["write"]),
+    "stdin": lambda rid: protocol.StdinState(type="stdin_state", requestId=rid),
     "breakpoints": lambda rid: protocol.BreakpointsUpdated(type="breakpoints_updated", requestId=rid, failed=[]),
     "write_memory": lambda rid: protocol.MemoryWritten(type="memory_written", requestId=rid, results=[]),
 }
@@ -158,6 +160,8 @@ def test_what_the_host_posts_fits_the_agent_interfaces() -> None:
                            observer=cast(Any, QuietObserver()))
     script.handle = handle
     handle.tie_lifeline(4242, 7)
+    handle.capture_output()
+    handle.redirect_stdin(4242, 9)
     handle.update_hooks("add", [(1, 0x401000), (2, 0x401200)], 100000, 100)
     handle.update_hooks("remove", [(2, 0x401200)], 100000, 100)
     handle.read_memory([RECIPE], 5.0)

@@ -180,10 +180,9 @@ def test_full_query_accepted() -> None:
 
 def test_launch_request_requires_command_and_project_root() -> None:
     message = rejected(LaunchRequest, {})
-    assert "command: required parameter is missing" in message
     assert "projectRoot: required parameter is missing" in message
     assert "projectRoot: required parameter is missing" in rejected(LaunchRequest, {"command": "/bin/true"})
-    assert "command: required parameter is missing" in rejected(LaunchRequest, {"projectRoot": "/p"})
+    assert "give exactly one of command (start a program) or pid" in rejected(LaunchRequest, {"projectRoot": "/p"})
 
 
 def test_launch_request_empty_command_rejected() -> None:
@@ -343,3 +342,14 @@ def test_long_arguments_within_the_kernels_limit_are_accepted() -> None:
     request = LaunchRequest.model_validate({"command": "/bin/true", "projectRoot": "/p", "args": ["a" * 131_072],
                                             "env": {"K": "v" * 131_072}})
     assert len(request.args[0]) == 131_072
+
+
+def test_launch_takes_command_or_pid_not_both() -> None:
+    from strobe.mcp.models import LaunchRequest
+
+    assert LaunchRequest.model_validate({"pid": 42, "projectRoot": "/p"}).pid == 42
+    assert LaunchRequest.model_validate({"command": "./a", "projectRoot": "/p"}).pid is None
+    for bad, says in [({"pid": 42, "command": "./a"}, "not both"), ({}, "exactly one of command"),
+                      ({"pid": 42, "env": {"A": "1"}}, "env only apply when starting"), ({"pid": 0}, "greater than")]:
+        with pytest.raises(pydantic.ValidationError, match=says):
+            LaunchRequest.model_validate({**bad, "projectRoot": "/p"})

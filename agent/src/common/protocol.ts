@@ -3,7 +3,7 @@
 // tests/instrument/test_protocol_contract.py reads every interface here with the TypeScript compiler and
 // compares it with the host's models and request builders: keep each message an interface with a `type` tag.
 
-export const PROTOCOL_VERSION = 7;
+export const PROTOCOL_VERSION = 8;
 
 export interface ModuleInfo {
   name: string;
@@ -188,6 +188,28 @@ export interface LifelineState {
   error?: string;
 }
 
+// The answer to `stdin` (common/stdin.ts): the daemon's pipe is the program's descriptor 0, or `error` says why not.
+export interface StdinState {
+  type: "stdin_state";
+  requestId: number;
+  error?: string;
+}
+
+// The answer to `capture_output` (common/output.ts): the libc functions hooked to see what the process writes to
+// its stdout and stderr (none: `error` says why).
+export interface OutputCapture {
+  type: "output_capture";
+  requestId: number;
+  hooked: string[];
+  error?: string;
+}
+
+// Bytes a process Strobe attached to wrote to `fd` (1: stdout, 2: stderr), in the message's data.
+export interface OutputChunk {
+  type: "output";
+  fd: number;
+}
+
 // A thread stopped at a breakpoint (native/breakpoints.ts) and waiting for `resume:<tid>`; followed by the stack
 // bytes dumped at `stackBase`, like a crash report. `conditionError`: the condition threw (it stops, as a debugger
 // does, rather than skip a stop the user asked for).
@@ -256,6 +278,8 @@ export interface BreakpointsUpdated {
 }
 
 export type AgentMessage =
+  | OutputCapture
+  | OutputChunk
   | MemoryWritten
   | PauseReport
   | LogpointBatch
@@ -276,7 +300,8 @@ export type AgentMessage =
   | PySetupDone
   | PyState
   | PyBatch
-  | LifelineState;
+  | LifelineState
+  | StdinState;
 
 // ---- host -> agent ----
 
@@ -421,9 +446,25 @@ export interface LifelineRequest {
   fd: number;
 }
 
+// Make the pipe whose read end is `fd` in the daemon (`pid`) the program's standard input (descriptor 0), before
+// it runs. Answered with `stdin_state`.
+export interface StdinRequest {
+  type: "stdin";
+  requestId: number;
+  pid: number;
+  fd: number;
+}
+
 // Untie it: the daemon is about to detach and leave the process running. Answered with `lifeline_state`.
 export interface ReleaseRequest {
   type: "release";
+  requestId: number;
+}
+
+// Capture what the process writes to fds 1 and 2 from now on (a process Strobe attached to: a spawned one's stdio is
+// Frida's pipes). Answered with `output_capture`.
+export interface CaptureOutputRequest {
+  type: "capture_output";
   requestId: number;
 }
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from strobe.daemon.process import ProcessImage
-from strobe.daemon.runtimes import detect_kind, runtime_for
+from strobe.daemon.runtimes import RuntimeKind, detect_kind, runtime_for
 from strobe.daemon.symbols import SessionSymbols, mapped_modules, with_new_modules
 from strobe.errors import ValidationError
 from strobe.instrument.protocol import ModuleInfo
@@ -50,10 +50,11 @@ class ImageLoader:
         return asyncio.ensure_future(asyncio.to_thread(runtime.preload, binary, self._cache_dir))
 
     def load(self, binary: str, modules: list[ModuleInfo], project_root: str,
-             preloaded: asyncio.Future[Any] | None = None) -> ProcessImage:
+             preloaded: asyncio.Future[Any] | None = None, native: bool = False) -> ProcessImage:
         """The image a process runs; its index builds in the background (awaited through `image.symbols`).
-        `project_root`: the session's (an interpreter's runtime indexes its source files)."""
-        kind = detect_kind(binary, modules)
+        `project_root`: the session's (an interpreter's runtime indexes its source files). `native`: traced as
+        native code whatever it runs (a process Strobe attached to: no language tracer is installed in it)."""
+        kind = RuntimeKind.NATIVE if native else detect_kind(binary, modules)
         runtime = runtime_for(kind)
         cache_dir = self._cache_dir
 

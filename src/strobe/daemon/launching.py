@@ -7,6 +7,7 @@ suspended, and its session can be listed and stopped like any other."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
@@ -25,8 +26,9 @@ from strobe.daemon.registry import LiveSessions
 from strobe.daemon.runtimes import RuntimeKind, detect_kind, runtime_for
 from strobe.daemon.services import Services
 from strobe.daemon.session_ids import session_base_id
+from strobe.daemon.stdin import StdinFeed, StdinSource
 from strobe.daemon.tracing import SessionTrace, parse_patterns
-from strobe.errors import FridaAttachFailed, SessionExists
+from strobe.errors import FridaAttachFailed, ProcessAlreadyTraced, SessionExists, ValidationError
 from strobe.instrument.command import ResolvedCommand
 from strobe.instrument.handle import AgentTimeout, ProcessGone
 from strobe.settings import Settings
@@ -67,6 +69,40 @@ async def _no_debug_file(live: LiveSession, warnings: list[str]) -> list[str]:
     return [hint] if hint is not None and hint not in warnings else []
 
 
+def attachable_program(pid: int, own_pids: set[int]) -> str:
+    """The executable of the running process `pid`, which debug_launch {pid} may attach to; a coded error saying what
+    to do for a process that does not exist (or has ended) or is one of the daemon's own (`own_pids`)."""
+    if pid in own_pids:
+        raise ValidationError(f"pid {pid} is Strobe's own daemon (or one of its helpers): it cannot debug itself. "
+                              "Pass the pid of the program to debug (e.g. from `pgrep -f NAME`).")
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            state = stat.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        state = None
+    if state is None or state in ("Z", "X"):
+        gone = "No process with pid" if state is None else "The process with pid"
+        raise ValidationError(f"{gone} {pid} is running{' (it has exited)' if state else ''}. Check the pid (`ps -p "
+                              f"{pid}`, `pgrep -f NAME`), or start the program under Strobe with debug_launch "
+                              "{command} instead.")
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError as exc:
+        raise FridaAttachFailed(f"The executable of pid {pid} cannot be read ({exc.strerror}): the daemon may attach "
+                                "only to processes of its own user (or any as root). Run the program as the daemon's "
+                                "user, or launch it with debug_launch {command}.") from exc
+
+
+def command_line(pid: int) -> list[str]:
+    """The running process's argv, from /proc/PID/cmdline (empty when unreadable)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as file:
+            raw = file.read()
+    except OSError:
+        return []
+    return [arg.decode(errors="replace") for arg in raw.rstrip(b"\0").split(b"\0")] if raw.strip(b"\0") else []
+
+
 class Launching:
     def __init__(self, services: Services, sessions: LiveSessions, events: SessionEvents) -> None:
         self._services, self._sessions, self._events = services, sessions, events
@@ -80,14 +116,14 @@ class Launching:
                            self._events, settings, owns_output=owns_output)
 
     async def launch(self, command: ResolvedCommand, project_root: str, env: dict[str, str], settings: Settings,
-                     apply_pending: ApplyPending) -> tuple[LiveSession, list[str]]:
+                     apply_pending: ApplyPending, stdin: StdinSource | None = None) -> tuple[LiveSession, list[str]]:
         """Spawn, record, install the staged patterns, resume. Returns the session and warnings.
 
         The work runs in a task of its own that the caller's cancellation does not reach: cancelled between the
         spawn and the resume (anyio cancels again at every await), it would leave the process suspended under
         Frida with nobody to resume or kill it."""
         work = asyncio.get_running_loop().create_task(
-            self._launch(command, project_root, env, settings, apply_pending))
+            self._launch(command, project_root, env, settings, apply_pending, stdin))
         self._unfinished.add(work)
         work.add_done_callback(self._unfinished.discard)
         try:
@@ -99,7 +135,7 @@ class Launching:
             raise
 
     async def _launch(self, command: ResolvedCommand, project_root: str, env: dict[str, str], settings: Settings,
-                      apply_pending: ApplyPending) -> tuple[LiveSession, list[str]]:
+                      apply_pending: ApplyPending, stdin: StdinSource | None) -> tuple[LiveSession, list[str]]:
         services = self._services
         async with self._lock:
             running = self._sessions.running(command.binary_path)
@@ -108,6 +144,9 @@ class Launching:
             agent_js = await services.worker.run(services.agent.get)
             use_debug_files(command.binary_path, settings.debug_directories)  # before its index starts loading
             live = self._session(command.binary_path, project_root, 0, settings, owns_output=True)
+            if stdin is not None:  # its stdin: a pipe of the daemon's (daemon/stdin.py), dropped when it ends
+                live.stdin = StdinFeed(asyncio.get_running_loop(), stdin)
+                live.closers.append(live.stdin.discard)
             preloaded = services.images.preload(command.binary_path)  # the index loads while the process spawns
             runtime = runtime_for(detect_kind(command.argv[0], []))  # a #! script: its interpreter
             env, runtime_dir = runtime.launch_env(services.paths.home, env, command.argv)
@@ -131,11 +170,21 @@ class Launching:
                 if lifeline is not None and lifeline.scope == "none":
                     warnings.append(f"This program is not tied to the daemon's life ({lifeline.error}): should the "
                                     "daemon die, it would keep running. debug_stop still ends it.")
+                if live.stdin is not None:
+                    await self._connect_stdin(live.stdin, handle)
                 await services.worker.run(lambda: services.launcher.resume(handle.pid))
             except BaseException:
                 await services.kill(handle.pid)
                 raise
             return live, warnings
+
+    async def _connect_stdin(self, feed: StdinFeed, handle: Any) -> None:
+        """The program's descriptor 0 becomes the feed's pipe before its first instruction; then the feed writes."""
+        state = await self._services.worker.run(lambda: handle.redirect_stdin(os.getpid(), feed.read_end))
+        if state.error is not None:
+            raise FridaAttachFailed(f"The program's stdin could not be connected ({state.error}). Launch it again; "
+                                    "without stdin, stdinFile and keepStdinOpen it keeps Frida's pipe.")
+        feed.connected()
 
     async def attach_gated(self, pid: int, program: str, project_root: str, patterns: list[str],
                            settings: Settings, tracer_dir: Path | None = None) -> LiveSession:
@@ -160,6 +209,54 @@ class Launching:
         live.trace.patterns = list(dict.fromkeys(patterns))  # hooked once it execs its program
         return live
 
+    async def attach_running(self, pid: int, project_root: str, settings: Settings, apply_pending: ApplyPending,
+                             own_pids: set[int]) -> tuple[LiveSession, list[str]]:
+        """A session on a process Strobe did not start (debug_launch {pid}): attached, its output captured from now
+        on, the staged patterns hooked; it is never tied to the daemon's life (Lifecycle.detach lets go of it).
+        `own_pids`: the daemon's own processes, which cannot be attached to. Like a launch, it runs in a task of its
+        own: a caller that goes away leaves a session, never an agent nobody owns."""
+        work = asyncio.get_running_loop().create_task(
+            self._attach_running(pid, project_root, settings, apply_pending, own_pids))
+        self._unfinished.add(work)
+        work.add_done_callback(self._unfinished.discard)
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            if not work.done():
+                work.add_done_callback(_orphan_launched)
+            raise
+
+    async def _attach_running(self, pid: int, project_root: str, settings: Settings, apply_pending: ApplyPending,
+                              own_pids: set[int]) -> tuple[LiveSession, list[str]]:
+        services = self._services
+        async with self._lock:
+            program = attachable_program(pid, own_pids)
+            holder = next((live for live in self._sessions.all()
+                           if (process := live.processes.get(pid)) is not None and not process.ended), None)
+            if holder is not None:
+                raise ProcessAlreadyTraced(holder.record.id, pid)
+            agent_js = await services.worker.run(services.agent.get)
+            use_debug_files(program, settings.debug_directories)
+            live = self._session(program, project_root, pid, settings, owns_output=False)
+            live.attached = True
+            handle = await services.worker.run(lambda: services.launcher.attach_running(pid, agent_js, live))
+            try:
+                image = services.images.load(program, handle.modules, project_root, native=True)
+                await self._record(live, handle, program, project_root, image)
+                warnings = await apply_pending(live)
+                warnings += await _no_debug_file(live, warnings)
+            except BaseException:
+                live.stopping = True  # let go of it, as debug_stop would: it keeps running
+                with contextlib.suppress(FridaAttachFailed):
+                    await services.worker.run(lambda: services.launcher.detach(handle))
+                raise
+        kind = detect_kind(program, handle.modules)
+        if kind is not RuntimeKind.NATIVE:
+            warnings.append(f"pid {pid} runs {kind.value} code: attached, only its native functions (with debug "
+                            f"info), output and crashes are traced. To trace its {kind.value} functions, launch it "
+                            "with debug_launch {command}.")
+        return live, warnings
+
     async def _record(self, live: LiveSession, handle: Any, program: str, project_root: str,
                       image: ProcessImage) -> None:
         """The session's row, its root process and its trace state; then it is live."""
@@ -167,7 +264,7 @@ class Launching:
         base_id = session_base_id(program, datetime.now())
         pid = handle.pid
         live.record = await services.write(
-            lambda c: store_sessions.insert_session(c, base_id, program, project_root, pid, _now_ms()))
+            lambda c: store_sessions.insert_session(c, base_id, program, project_root, pid, _now_ms(), live.attached))
         services.writer.set_limit(live.record.key, live.settings.max_events_per_session,
                                   live.settings.max_output_per_session)
         live.start_ns = time.monotonic_ns()

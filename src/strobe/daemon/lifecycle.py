@@ -15,6 +15,7 @@ after the end) or never came.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 import time
@@ -25,6 +26,7 @@ from strobe.daemon.live import LiveSession
 from strobe.daemon.registry import LiveSessions
 from strobe.daemon.services import Services
 from strobe.daemon.thread_holds import release_holds
+from strobe.errors import FridaAttachFailed
 from strobe.store import sessions as store_sessions
 from strobe.store.sessions import SessionStatus
 
@@ -131,6 +133,23 @@ class Lifecycle:
         live.stopping = True
         for process in live.live_processes():
             await self._services.kill(process.pid)
+
+    async def detach(self, live: LiveSession) -> None:
+        """Let go of every process of a session Strobe attached to (debug_launch {pid}) and leave them running:
+        each agent unloads (its hooks, breakpoints and output capture with it); the session ends as stopped. The
+        caller releases paused threads first (Breaking.release_all)."""
+        live.stopping = True
+        for process in live.live_processes():
+            try:
+                await self._services.worker.run(functools.partial(self._services.launcher.detach, process.handle))
+            except FridaAttachFailed as exc:  # it ended meanwhile: its end is reported as usual
+                log.info("session %s: pid %d not detached (%s)", live.record.id, process.pid, exc)
+        try:
+            await asyncio.wait_for(live.finished.wait(), STOP_TIMEOUT_S)
+        except TimeoutError:
+            log.warning("session %s: no detach reported within %.0fs; closing it anyway", live.record.id,
+                        STOP_TIMEOUT_S)
+            await self.finish(live, SessionStatus.STOPPED)
 
     async def stop(self, live: LiveSession) -> None:
         """Kill the session's processes and wait for it to end (recorded as stopped if Frida never says)."""

@@ -22,6 +22,7 @@ from strobe.daemon.ingest import IngestWorker, SlotTable
 from strobe.daemon.memory import SessionPolls, snapshot_row
 from strobe.daemon.process import ProcessImage, TracedProcess
 from strobe.daemon.runtimes.cpython import batch_size, breaks_message, is_reply, tracer_state
+from strobe.daemon.stdin import StdinFeed
 from strobe.daemon.tracing import SessionTrace
 from strobe.daemon.watches import Watch, WatchSpec
 from strobe.instrument.protocol import (
@@ -67,12 +68,14 @@ class LiveSession:
     events: SessionEvents
     settings: Settings
     owns_output: bool = True  # False when attached to a process whose pipes another reader has (test runs)
+    attached: bool = False  # a process Strobe did not start (debug_launch {pid}): stop detaches, never kills
     start_ns: int = 0
     processes: dict[int, TracedProcess] = field(default_factory=dict)  # the root and every followed child
     trace: SessionTrace = field(default_factory=lambda: SessionTrace(SlotTable()))
     types: ArgumentTypes | None = None
     watches: list[Watch] = field(default_factory=list)  # read in processes running the root's image
     closers: list[Callable[[], None]] = field(default_factory=list)  # run once it has ended (a runtime's directory)
+    stdin: StdinFeed | None = None  # the program's stdin when the launch gave one (daemon/stdin.py)
     pending_watches: list[WatchSpec] = field(default_factory=list)  # set once the launched process exec()s
     polls: SessionPolls = field(default_factory=SessionPolls)
     breakpoints: SessionBreakpoints = field(default_factory=SessionBreakpoints)

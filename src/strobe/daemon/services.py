@@ -26,6 +26,12 @@ class ProcessControl(Protocol):
 
     def attach(self, pid: int, agent_js: str, observer: Any) -> Any: ...
 
+    def attach_running(self, pid: int, agent_js: str, observer: Any) -> Any:
+        """A process Strobe did not start: never tied to the daemon's life, its output captured by the agent."""
+
+    def detach(self, handle: Any) -> None:
+        """Let go of a process and leave it running: its agent (hooks, breakpoints) unloads."""
+
     def resume(self, pid: int) -> None: ...
 
     def resume_quietly(self, pid: int) -> None: ...

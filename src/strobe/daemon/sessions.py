@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 import shutil
 import sqlite3
 import weakref
@@ -42,6 +43,7 @@ from strobe.daemon.reads import SessionReads
 from strobe.daemon.registry import LiveSessions
 from strobe.daemon.runtimes import UNTRACED_JAVASCRIPT, untraced_javascript
 from strobe.daemon.services import Services
+from strobe.daemon.stdin import StdinFeed, StdinSource
 from strobe.daemon.testruns import TestRuns
 from strobe.daemon.tracing import HookPlan, SessionTrace, parse_patterns, plan_hooks
 from strobe.daemon.watches import Watch, WatchSpec, plan_watches
@@ -204,7 +206,10 @@ class SessionManager:
         await self.tests.close()
         services = self.services
         for live in self.sessions.all():
-            await self.lifecycle.kill_all(live)
+            if live.attached:  # not Strobe's to end: let go of it
+                await self._detach(live)
+            else:
+                await self.lifecycle.kill_all(live)
         await asyncio.gather(*(self._settle_for_shutdown(live) for live in self.sessions.all()))
         await services.worker.run(services.launcher.close)
         services.worker.close()
@@ -227,11 +232,36 @@ class SessionManager:
         return list(self._pending.get(client, ()))
 
     async def launch(self, command: ResolvedCommand, project_root: str, env: dict[str, str],
-                     settings: Settings, client: object = DEFAULT_CLIENT) -> Launched:
+                     settings: Settings, client: object = DEFAULT_CLIENT, stdin: StdinSource | None = None) -> Launched:
         pending, staged = self.pending_patterns(client), self.breaking.staged(client)
         live, warnings = await self.launching.launch(command, project_root, env, settings,
-                                                     functools.partial(self._apply_pending, pending, staged))
+                                                     functools.partial(self._apply_pending, pending, staged), stdin)
         return Launched(live.record.id, live.pid, len(live.root.hooked), warnings)
+
+    async def attach(self, pid: int, project_root: str, settings: Settings, client: object = DEFAULT_CLIENT
+                     ) -> Launched:
+        """debug_launch {pid}: a session on a process Strobe did not start, with the client's staged patterns and
+        breakpoints; debug_stop detaches from it."""
+        pending, staged = self.pending_patterns(client), self.breaking.staged(client)
+        reaper = getattr(getattr(self.services.launcher, "reaper", None), "pid", None)
+        own = {os.getpid(), *([reaper] if reaper is not None else [])}
+        live, warnings = await self.launching.attach_running(
+            pid, project_root, settings, functools.partial(self._apply_pending, pending, staged), own)
+        return Launched(live.record.id, live.pid, len(live.root.hooked), warnings)
+
+    async def _detach(self, live: LiveSession) -> None:
+        """Leave an attached session's processes running unharmed: breakpoints disarmed and paused threads released
+        first (a thread still waiting in the agent when it unloads is not left to chance), then every agent unloads."""
+        for logpoints in (False, True):
+            ids = [bid for bid, bp in live.breakpoints.breakpoints.items() if (bp.log is not None) == logpoints]
+            if ids:
+                try:
+                    async with live.trace_lock:
+                        await self.breaking.update(live, [], ids, logpoints)
+                except Exception as exc:  # the process is going away: nothing is left armed
+                    log.info("session %s: breakpoints not disarmed before detaching (%s)", live.record.id, exc)
+        await self.breaking.release_all(live)
+        await self.lifecycle.detach(live)
 
     async def _apply_pending(self, pending: list[str], staged: list[dict[str, Any]], live: LiveSession) -> list[str]:
         """Hook the staged patterns, then arm the staged breakpoints, before the process runs its first instruction."""
@@ -391,11 +421,14 @@ class SessionManager:
         """The store's last write failed for lack of disk space."""
         return self.services.writer.out_of_space
 
-    async def stop(self, session_id: str, retain: bool) -> tuple[int, SessionRecord]:
-        """Kill the processes if still running; keep (retain) or delete the data. Returns the events it had and
-        the session's record as it ended."""
+    async def stop(self, session_id: str, retain: bool, kill: bool = False) -> tuple[int, SessionRecord]:
+        """Kill the processes if still running (a session attached to a running process: detach and leave them
+        running, unless `kill`); keep (retain) or delete the data. Returns the events it had and the session's
+        record as it ended."""
         live = self.sessions.get(session_id)
-        if live is not None:
+        if live is not None and live.attached and not kill:
+            await self._detach(live)
+        elif live is not None:
             await self.lifecycle.stop(live)
         record = await self.get_record(session_id)
         ended = now_ms()
@@ -473,8 +506,24 @@ class SessionManager:
     def tracer_notes(self, session_id: str) -> list[str]:
         return self.sessions.tracer_notes(session_id)
 
+    async def send_input(self, session_id: str, data: bytes, close: bool) -> StdinFeed:
+        """Write to a running session's stdin (and close it with `close`); returns its feed to report on."""
+        live = await self.sessions.require_live(session_id, "sending input")
+        if live.stdin is None:
+            raise ValidationError(
+                f"Session '{session_id}' was launched without stdin, stdinFile or keepStdinOpen: its stdin is Frida's "
+                "pipe, which can be written but never closed, and Strobe does not write to it. Stop it and launch it "
+                "again with keepStdinOpen: true to send input with debug_input.")
+        live.stdin.send(data, close)
+        return live.stdin
+
     def is_running(self, session_id: str) -> bool:
         return session_id in self.sessions
+
+    def is_attached(self, session_id: str) -> bool:
+        """A running session on a process Strobe attached to (debug_launch {pid}) rather than started."""
+        live = self.sessions.get(session_id)
+        return live is not None and live.attached
 
     def live_count(self) -> int:
         return len(self.sessions)

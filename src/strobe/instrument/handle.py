@@ -20,6 +20,7 @@ from strobe.instrument.protocol import (
     BreakpointSpec,
     BreakpointsRequest,
     BreakpointsUpdated,
+    CaptureOutputRequest,
     CrashReport,
     Flushed,
     FollowUpdated,
@@ -29,6 +30,7 @@ from strobe.instrument.protocol import (
     LogpointBatch,
     MemoryWritten,
     ModuleInfo,
+    OutputCapture,
     PauseReport,
     PollComplete,
     PyCommandRequest,
@@ -39,6 +41,8 @@ from strobe.instrument.protocol import (
     ReleaseRequest,
     ResumeRequest,
     SamplingStateChange,
+    StdinRequest,
+    StdinState,
     StepPlan,
     TraceBatch,
     VariableSnapshot,
@@ -197,6 +201,24 @@ class ProcessHandle:
         self.lifeline = reply
         return reply
 
+    def redirect_stdin(self, daemon_pid: int, fd: int) -> StdinState:
+        """Have the agent make the pipe whose read end is `fd` in `daemon_pid` the program's descriptor 0 (before it
+        runs: agent/src/common/stdin.ts); the reply's `error` says why it could not."""
+        reply: StdinState = self._request(
+            lambda rid: StdinRequest(type="stdin", requestId=rid, pid=daemon_pid, fd=fd), HANDSHAKE_TIMEOUT_S,
+            "its stdin was being connected",
+        )
+        return reply
+
+    def capture_output(self) -> OutputCapture:
+        """Have the agent hook libc's write and writev and send what the process writes to fds 1 and 2 from now on
+        (a process Strobe attached to: agent/src/common/output.ts); observer.on_output gets it."""
+        reply: OutputCapture = self._request(
+            lambda rid: CaptureOutputRequest(type="capture_output", requestId=rid), HANDSHAKE_TIMEOUT_S,
+            "its output capture was being set up",
+        )
+        return reply
+
     def release(self) -> None:
         """Let go of the process and leave it running: untie its lifeline, then detach (Frida unloads the agent and
         reports the detach as "application-requested")."""
@@ -262,7 +284,7 @@ class ProcessHandle:
     def deliver_reply(
         self,
         reply: HooksUpdated | Flushed | ReadResponse | WatchesUpdated | FollowUpdated | PySetupDone | LifelineState
-        | BreakpointsUpdated | MemoryWritten,
+        | BreakpointsUpdated | MemoryWritten | StdinState | OutputCapture,
         data: bytes | None = None,
     ) -> None:
         with self._lock:

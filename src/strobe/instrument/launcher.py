@@ -4,7 +4,9 @@ Frida reports (output, exit code, detach) to the owner of each pid.
 Every process the launcher instruments is tied to the daemon's life before it runs: the launcher holds both ends
 of a pipe (the lifeline) for as long as it is open, and the agent has the kernel SIGKILL the process (its process
 group when it leads one) once that pipe's last writer is gone — the daemon closing it, exiting, or killed with -9
-(agent/src/common/forks.ts). `ProcessHandle.release()` unties a process before letting go of it. Before its agent
+(agent/src/common/forks.ts). `ProcessHandle.release()` unties a process before letting go of it. The exception: a
+process Strobe attached to (`attach_running`, debug_launch {pid}) and its followed children are never tied nor
+reaped, and their output is captured by the agent's write/writev hooks (agent/src/common/output.ts). Before its agent
 has tied it (from its spawn, or from Frida reporting a child or an exec(), to the agent's answer), a process is in
 the care of the reaper: a small helper process that SIGKILLs whatever it still holds when the daemon is gone.
 
@@ -46,6 +48,8 @@ from strobe.instrument.protocol import (
     LifelineState,
     LogpointBatch,
     MemoryWritten,
+    OutputCapture,
+    OutputChunk,
     PauseReport,
     PollComplete,
     ProcessExit,
@@ -54,6 +58,7 @@ from strobe.instrument.protocol import (
     PyState,
     ReadResponse,
     SamplingStateChange,
+    StdinState,
     TraceBatch,
     VariableSnapshot,
     WatchesUpdated,
@@ -87,6 +92,32 @@ def static_executable_refusal(path: str) -> str | None:
             f"with signal 11'). To debug it with Strobe, {how}, then launch it again; or run it without Strobe.")
 
 
+YAMA_PTRACE_SCOPE = "/proc/sys/kernel/yama/ptrace_scope"
+
+
+def ptrace_refusal(pid: int, reason: object, scope_file: str = YAMA_PTRACE_SCOPE) -> str:
+    """What to tell the caller when the kernel refused Frida attaching to `pid` (ptrace): the Yama setting and the
+    sysctl that allows it, or the ownership rule."""
+    try:
+        with open(scope_file) as file:
+            scope: int | None = int(file.read().strip())
+    except (OSError, ValueError):
+        scope = None
+    if scope in (1, 2):
+        why = ("only a process's parent may attach to it" if scope == 1 else
+               "only a process with CAP_SYS_PTRACE (root) may attach")
+        return (f"Attaching to pid {pid} was refused ({reason}): the kernel's Yama ptrace_scope is {scope}, so {why}. "
+                "Allow it with `sudo sysctl -w kernel.yama.ptrace_scope=0` (until reboot; make it lasting in "
+                "/etc/sysctl.d/), or launch the program under Strobe with debug_launch {command} instead.")
+    if scope == 3:
+        return (f"Attaching to pid {pid} was refused ({reason}): the kernel's Yama ptrace_scope is 3, which forbids "
+                "attaching to any process until reboot (`sysctl kernel.yama.ptrace_scope` cannot lower it). Launch "
+                "the program under Strobe with debug_launch {command} instead.")
+    return (f"Attaching to pid {pid} was refused ({reason}): the daemon may attach only to processes of its own user "
+            "(or any as root), and the kernel's ptrace rules must allow it: check `sysctl kernel.yama.ptrace_scope` "
+            "(`sudo sysctl -w kernel.yama.ptrace_scope=0` allows it) and who owns the process.")
+
+
 def _parent_of(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/status") as status:
@@ -115,6 +146,7 @@ class Launcher:
         self._child_thread: threading.Thread | None = None
         self._deadlines: dict[int, threading.Timer] = {}
         self._lifeline: tuple[int, int] | None = None  # (read end, write end), opened on first use
+        self._untied: set[int] = set()  # processes Strobe attached to (and their children): never tied nor reaped
         self._reaper = Reaper()
 
     @property
@@ -175,16 +207,26 @@ class Launcher:
                 self._observers.pop(pid, None)
             raise
 
+    def attach_running(self, pid: int, agent_js: str, observer: ProcessObserver) -> ProcessHandle:
+        """Instrument a process Strobe did not start and must leave running: it is never tied to the daemon's life
+        (nor its followed children), and what it writes to fds 1 and 2 is captured by the agent from now on. Let
+        go of it with ProcessHandle.release()."""
+        with self._lock:
+            self._untied.add(pid)
+        try:
+            return self.attach(pid, agent_js, observer)
+        except BaseException:
+            with self._lock:
+                self._untied.discard(pid)
+            raise
+
     def _instrument(self, device: Any, pid: int, agent_js: str, observer: ProcessObserver) -> ProcessHandle:
         try:
             session = device.attach(pid)
         except frida.ProcessNotFoundError as exc:
             raise FridaAttachFailed(f"The process {pid} vanished before Frida could attach: {exc}.") from exc
         except frida.PermissionDeniedError as exc:
-            raise FridaAttachFailed(
-                f"Frida was denied attaching to pid {pid}: {exc}. Check ptrace permissions "
-                "(/proc/sys/kernel/yama/ptrace_scope) or run as the process owner."
-            ) from exc
+            raise FridaAttachFailed(ptrace_refusal(pid, exc)) from exc
         except FRIDA_ERRORS as exc:
             raise FridaAttachFailed(f"Frida could not attach to pid {pid}: {exc}.") from exc
         try:  # its children (fork, vfork, posix_spawn) and exec()s stop until we have followed them
@@ -209,6 +251,13 @@ class Launcher:
             )
         if handle.handshake_error is not None:
             raise FridaAttachFailed(handle.handshake_error)
+        with self._lock:
+            untied = pid in self._untied
+        if untied:  # attached to: it outlives the daemon; its stdio is its own, seen through the agent's hooks
+            captured = handle.capture_output()
+            if captured.error is not None:
+                log.warning("pid %d: its output is not captured: %s", pid, captured.error)
+            return handle
         tied = handle.tie_lifeline(os.getpid(), self._lifeline_end())
         if tied.scope == "none":
             log.warning("pid %d will outlive the daemon if it dies: %s", pid, tied.error)
@@ -228,6 +277,11 @@ class Launcher:
         """Resume a gated child whatever happened to it (it may be running or gone already)."""
         with contextlib.suppress(FridaAttachFailed):
             self.resume(pid)
+
+    def detach(self, handle: ProcessHandle) -> None:
+        """Let go of a process and leave it running (one Strobe attached to): untied if it was, then Frida unloads
+        the agent, every hook with it, and reports the detach ("application-requested")."""
+        handle.release()
 
     def kill(self, pid: int) -> None:
         with contextlib.suppress(*FRIDA_ERRORS):  # already gone
@@ -265,6 +319,7 @@ class Launcher:
     def forget(self, pid: int) -> None:
         with self._lock:
             self._observers.pop(pid, None)
+            self._untied.discard(pid)
 
     # ---- children (the child thread) -------------------------------------------------------------
 
@@ -295,7 +350,12 @@ class Launcher:
             self.resume_quietly(pid)
             return
         path = str(child.path or "") or _exe_of(pid)
-        self._reaper.hold(pid)
+        with self._lock:  # a child of a process Strobe attached to is left running like its parent
+            untied = parent in self._untied or pid in self._untied
+            if untied:
+                self._untied.add(pid)
+        if not untied:
+            self._reaper.hold(pid)
         try:
             handle = self._instrument(self._get_device(), pid, agent_js, observer)
         except FridaAttachFailed as exc:
@@ -303,7 +363,8 @@ class Launcher:
             self.resume_quietly(pid)
             return
         finally:
-            self._reaper.let_go(pid)
+            if not untied:
+                self._reaper.let_go(pid)
         with self._lock:
             self._observers[pid] = observer
             deadline = threading.Timer(CHILD_RESUME_DEADLINE_S, self._overdue, (pid,))
@@ -349,8 +410,11 @@ class Launcher:
         if isinstance(payload, TraceBatch):
             handle.observer.on_trace_batch(handle.pid, payload, data or b"")
         elif isinstance(payload, HooksUpdated | Flushed | ReadResponse | WatchesUpdated | FollowUpdated | PySetupDone
-                        | LifelineState | BreakpointsUpdated | MemoryWritten):
+                        | LifelineState | BreakpointsUpdated | MemoryWritten | StdinState | OutputCapture):
             handle.deliver_reply(payload, data)
+        elif isinstance(payload, OutputChunk):
+            if data:
+                handle.observer.on_output(handle.pid, payload.fd, data)
         elif isinstance(payload, PauseReport):
             handle.observer.on_paused(handle.pid, payload, data or b"")
         elif isinstance(payload, LogpointBatch):

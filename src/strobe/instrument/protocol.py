@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal, NotRequired, TypedDict, cast
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-PROTOCOL_VERSION = 7
+PROTOCOL_VERSION = 8
 
 
 class ModuleInfo(BaseModel):
@@ -198,6 +198,30 @@ class LifelineState(BaseModel):
     error: str | None = None
 
 
+class StdinState(BaseModel):
+    """The agent's answer to stdin: the daemon's pipe is the program's descriptor 0, or `error` says why not."""
+
+    type: Literal["stdin_state"]
+    requestId: int
+    error: str | None = None
+
+
+class OutputCapture(BaseModel):
+    """The agent's answer to capture_output: the libc functions hooked to see fds 1 and 2 (none: `error` says why)."""
+
+    type: Literal["output_capture"]
+    requestId: int
+    hooked: list[str]
+    error: str | None = None
+
+
+class OutputChunk(BaseModel):
+    """Bytes a process Strobe attached to wrote to `fd` (1 or 2); the bytes are the message's data."""
+
+    type: Literal["output"]
+    fd: int
+
+
 class PauseReport(BaseModel):
     """A thread stopped at a breakpoint (agent/src/native/breakpoints.ts), waiting for `resume:<tid>`; the binary
     payload is its stack dumped at `stackBase`, as for a crash."""
@@ -269,7 +293,7 @@ AnyAgentMessage = (
     AgentLoaded | ProcessExit | AgentLog | HooksUpdated | TraceBatch | SamplingStateChange | Flushed
     | ReadResponse | VariableSnapshot | PollComplete | WatchesUpdated | FollowUpdated | CrashReport
     | PySetupDone | PyState | PyBatch | LifelineState | PauseReport | BreakpointsUpdated | LogpointBatch
-    | MemoryWritten
+    | MemoryWritten | StdinState | OutputCapture | OutputChunk
 )
 AgentMessage = Annotated[AnyAgentMessage, Field(discriminator="type")]
 agent_message_adapter: TypeAdapter[AnyAgentMessage] = TypeAdapter(AgentMessage)
@@ -516,6 +540,22 @@ class LifelineRequest(TypedDict):
     requestId: int
     pid: int
     fd: int
+
+
+class StdinRequest(TypedDict):
+    """Make the read end `fd` of a pipe the daemon (`pid`) holds the program's standard input, before it runs."""
+
+    type: Literal["stdin"]
+    requestId: int
+    pid: int
+    fd: int
+
+
+class CaptureOutputRequest(TypedDict):
+    """Capture what the process writes to fds 1 and 2 from now on (a process Strobe attached to)."""
+
+    type: Literal["capture_output"]
+    requestId: int
 
 
 class ReleaseRequest(TypedDict):

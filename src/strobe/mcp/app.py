@@ -21,7 +21,7 @@ from mcp.server.lowlevel import Server
 
 from strobe import __version__
 from strobe.errors import ErrorCode, StrobeError
-from strobe.mcp import debug_tools, query_tools, read_tools, session_tools, testrun_tools, trace_tools
+from strobe.mcp import debug_tools, input_tools, query_tools, read_tools, session_tools, testrun_tools, trace_tools
 from strobe.mcp.export_tools import TOOLS as EXPORT_TOOLS
 from strobe.mcp.registry import Tool, ToolContext
 from strobe.mcp.stack_tools import TOOLS as STACK_TOOLS
@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 TOOLS: dict[str, Tool] = {
     tool.name: tool for tool in (
         *session_tools.TOOLS, *trace_tools.TOOLS, *query_tools.TOOLS, *read_tools.TOOLS, *testrun_tools.TOOLS,
-        *debug_tools.TOOLS, *EXPORT_TOOLS, *STACK_TOOLS,
+        *debug_tools.TOOLS, *input_tools.TOOLS, *EXPORT_TOOLS,
+        *STACK_TOOLS,
     )
 }
 

@@ -21,6 +21,7 @@ MAX_QUERY_LIMIT = 500
 MAX_STRING = 4096  # every string parameter unless said otherwise: a path (PATH_MAX), a name, a pattern
 MAX_ARGUMENT = 131_072  # a command-line argument or environment value (Linux's MAX_ARG_STRLEN)
 MAX_ID = 256  # a session or test-run id
+MAX_STDIN_TEXT = 1_048_576  # characters of text for a program's stdin (debug_launch stdin, debug_input text)
 MAX_INT64 = 2**63 - 1  # what SQLite stores: larger integers would fail deep inside instead of here
 
 
@@ -53,8 +54,13 @@ def _absolute_root(value: str | None) -> str | None:
 
 
 class LaunchRequest(StrictModel):
-    command: OsString = Field(min_length=1,
-                              description="Path to the executable (absolute, or relative to cwd/projectRoot).")
+    command: OsString | None = Field(
+        default=None, min_length=1,
+        description="Path to the executable (absolute, or relative to cwd/projectRoot). Give either command or pid.")
+    pid: int | None = Field(
+        default=None, ge=1, le=2**31 - 1,
+        description="Attach to this already running process instead of starting one (give either command or pid): "
+                    "its output is captured from the attach on; debug_stop detaches and leaves it running.")
     args: list[Argument] = Field(default_factory=list, max_length=4096, description="Command-line arguments.")
     cwd: OsString | None = Field(default=None, description="Working directory; default: the executable's directory.")
     projectRoot: OsString = Field(min_length=1,
@@ -68,8 +74,41 @@ class LaunchRequest(StrictModel):
                     ".build-id/xx/yyyy.debug or under the name its .gnu_debuglink gives). Not needed when the binary "
                     "has its own debug info, or its debug file is next to it, in its .debug/ directory or installed "
                     "under /usr/lib/debug (a -dbgsym package). Example: \"/home/me/app/build/server.debug\".")
+    stdin: str | None = Field(
+        default=None, max_length=MAX_STDIN_TEXT,
+        description="Text fed to the program's standard input as it starts (UTF-8, up to 1 MiB; end each line with "
+                    "\\n). Its stdin is then closed, so a program reading to end-of-file finishes, unless "
+                    "keepStdinOpen is true. Without stdin, stdinFile and keepStdinOpen the program's stdin is a pipe "
+                    "nobody writes to and never closed: a read from it waits. Example: \"3\\n4\\n\".")
+    stdinFile: OsString | None = Field(
+        default=None, min_length=1,
+        description="Absolute path of a regular file (up to 16 MiB) whose bytes are fed to the program's standard "
+                    "input, as `program < file` would; closed after it like stdin. Give stdin or stdinFile, not both.")
+    keepStdinOpen: bool = Field(
+        default=False,
+        description="Leave the program's standard input open after stdin/stdinFile (or with neither: open and "
+                    "empty), to send more with debug_input and close it there.")
 
     _root = field_validator("projectRoot")(_absolute_root)
+
+    @model_validator(mode="after")
+    def _one_stdin(self) -> LaunchRequest:
+        if self.stdin is not None and self.stdinFile is not None:
+            raise ValueError("give stdin (text) or stdinFile (a path), not both: the program has one standard input")
+        return self
+
+    @model_validator(mode="after")
+    def _command_or_pid(self) -> LaunchRequest:
+        if (self.command is None) == (self.pid is None):
+            raise ValueError("give exactly one of command (start a program) or pid (attach to a running process)"
+                             + ("; not both" if self.command is not None else ""))
+        if self.pid is not None:
+            given = [name for name in ("args", "cwd", "env", "stdin", "stdinFile", "keepStdinOpen")
+                     if name in self.model_fields_set]
+            if given:
+                raise ValueError(f"{', '.join(given)} only apply when starting a program (command): an attached "
+                                 "process keeps its own")
+        return self
 
 
 class FunctionMatch(StrictModel):
@@ -228,6 +267,8 @@ class TraceRequest(StrictModel):
 class StopRequest(StrictModel):
     sessionId: str = Field(min_length=1, max_length=MAX_ID)
     retain: bool = Field(default=False, description="Keep the session's events for later queries.")
+    kill: bool = Field(default=False, description="Only for a session attached to a running process (debug_launch "
+                                                  "{pid}): kill it instead of detaching and leaving it running.")
 
 
 class ListSessionsRequest(StrictModel):
@@ -321,6 +362,9 @@ class TestRequest(StrictModel):
     watches: WatchChanges | None = Field(default=None, description="Run the tests under Frida with these watches.")
     env: Environment = Field(default_factory=dict, max_length=4096,
                              description="Extra environment variables for the tests.")
+    timeoutMs: int | None = Field(default=None, ge=1_000, le=86_400_000, description=(
+        "Stop the run after this long (1000 ms to 86400000 ms = 24 h), its threads' stacks captured, with the "
+        "results so far; default: the level's limit (unit 5 min, integration 10 min, others 30 min)."))
 
     _root = field_validator("projectRoot")(_absolute_root)
 
@@ -427,3 +471,18 @@ class WriteTarget(StrictModel):
 class WriteRequest(StrictModel):
     sessionId: str = Field(min_length=1, max_length=MAX_ID)
     targets: list[WriteTarget] = Field(min_length=1, max_length=16, description="1-16 things to write.")
+
+
+class InputRequest(StrictModel):
+    sessionId: str = Field(min_length=1, max_length=MAX_ID)
+    text: str | None = Field(
+        default=None, max_length=MAX_STDIN_TEXT,
+        description="Text written to the program's standard input (UTF-8, up to 1 MiB; end each line with \\n).")
+    close: bool = Field(default=False, description="Close its standard input after the text: the program reads "
+                                                   "end-of-file.")
+
+    @model_validator(mode="after")
+    def _something(self) -> InputRequest:
+        if self.text is None and not self.close:
+            raise ValueError("give text to send, close: true to end the program's input, or both")
+        return self

@@ -32,6 +32,8 @@ def session(record: SessionRecord) -> dict[str, object]:
         out["signal"] = record.signal
     if record.retained:
         out["retained"] = True
+    if record.attached:  # debug_launch {pid}: debug_stop detaches and leaves it running
+        out["attached"] = True
     return out
 
 

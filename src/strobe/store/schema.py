@@ -73,7 +73,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     dropped INTEGER NOT NULL DEFAULT 0,   -- trace events lost because the agent's ring was full
     sampled_out INTEGER NOT NULL DEFAULT 0,  -- calls of hot functions skipped by sampling (enter+exit)
     output_trimmed INTEGER NOT NULL DEFAULT 0,  -- output lines, crashes, snapshots dropped by their own FIFO limit
-    lost INTEGER NOT NULL DEFAULT 0       -- events the store could not write (a full disk, a failed write)
+    lost INTEGER NOT NULL DEFAULT 0,      -- events the store could not write (a full disk, a failed write)
+    attached INTEGER NOT NULL DEFAULT 0   -- 1: a process Strobe attached to (debug_launch with pid), not started
 );
 CREATE TABLE IF NOT EXISTS processes (
     session INTEGER NOT NULL,
@@ -232,6 +233,7 @@ _ADDED_COLUMNS = (
     ("functions", "runtime", "TEXT"),
     ("sessions", "output_trimmed", "INTEGER NOT NULL DEFAULT 0"),
     ("sessions", "lost", "INTEGER NOT NULL DEFAULT 0"),
+    ("sessions", "attached", "INTEGER NOT NULL DEFAULT 0"),
 )
 
 

@@ -34,21 +34,23 @@ class SessionRecord:
     signal: str | None = None  # crashed: the fatal signal ("SIGSEGV")
     output_trimmed: int = 0  # output lines, crashes and snapshots dropped by their own FIFO limit
     lost: int = 0  # events the store could not write (a full disk)
+    attached: bool = False  # a process Strobe attached to (debug_launch {pid}) rather than started
 
 
 _COLUMNS = (
     "key, id, binary_path, project_root, pid, started_at, ended_at, status, exit_code, retained, trimmed, "
-    "dropped, sampled_out, signal, output_trimmed, lost"
+    "dropped, sampled_out, signal, output_trimmed, lost, attached"
 )
 
 
 def _record(row: tuple[Any, ...]) -> SessionRecord:
     (key, sid, binary, root, pid, started, ended, status, code, retained, trimmed, dropped, sampled_out, signal,
-     output_trimmed, lost) = row
+     output_trimmed, lost, attached) = row
     return SessionRecord(
         key=key, id=sid, binary_path=binary, project_root=root, pid=pid, started_at=started, ended_at=ended,
         status=SessionStatus(status), exit_code=code, retained=bool(retained), trimmed=trimmed,
         dropped=dropped, sampled_out=sampled_out, signal=signal, output_trimmed=output_trimmed, lost=lost,
+        attached=bool(attached),
     )
 
 
@@ -56,7 +58,8 @@ def _record(row: tuple[Any, ...]) -> SessionRecord:
 
 
 def insert_session(
-    conn: sqlite3.Connection, base_id: str, binary_path: str, project_root: str, pid: int, started_at: int
+    conn: sqlite3.Connection, base_id: str, binary_path: str, project_root: str, pid: int, started_at: int,
+    attached: bool = False,
 ) -> SessionRecord:
     """Insert a running session under `base_id`, or `base_id-2`, `-3`… if that id is taken."""
     taken = {
@@ -72,8 +75,9 @@ def insert_session(
         session_id = f"{base_id}-{n}"
         n += 1
     cursor = conn.execute(
-        "INSERT INTO sessions (id, binary_path, project_root, pid, started_at, status) VALUES (?, ?, ?, ?, ?, ?)",
-        (session_id, binary_path, project_root, pid, started_at, SessionStatus.RUNNING.value),
+        "INSERT INTO sessions (id, binary_path, project_root, pid, started_at, status, attached) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (session_id, binary_path, project_root, pid, started_at, SessionStatus.RUNNING.value, int(attached)),
     )
     key = cursor.lastrowid
     assert key is not None
