@@ -3,6 +3,7 @@ baselines, hung tests diagnosed and killed, and the errors a caller can get."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import StrobeClient, ToolError, poll
+from tests.conftest import StrobeClient, ToolError, poll, write_settings
 from tests.testing.adapters.harness import copy_project
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
@@ -125,3 +126,131 @@ async def test_a_traced_run_records_function_events_under_its_session(strobe: St
     assert [e["watchValues"]["g_checks"] for e in exits if e["function"] == "check_sum"] == [1, 2]
     assert {e["pid"] for e in exits} == {next(s for s in (await strobe.call("debug_list_sessions"))["sessions"]
                                               if s["sessionId"] == sid)["pid"]}
+
+
+CHECK_PROGRAM = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+/* Logs how it was run (STROBE_TEST_FILTER, arguments) to ran.log in its working directory, then checks. */
+__attribute__((noinline)) int verify(int value) { return value == 42; }
+int main(int argc, char **argv) {
+    FILE *log = fopen("ran.log", "a");
+    const char *filter = getenv("STROBE_TEST_FILTER");
+    fprintf(log, "filter=%s", filter ? filter : "(unset)");
+    for (int i = 1; i < argc; i++) fprintf(log, " [%s]", argv[i]);
+    fputc('\n', log);
+    fclose(log);
+    if (argc > 1 && strcmp(argv[1], "chatty") == 0)
+        for (;;) { printf("still checking\n"); fflush(stdout); usleep(100000); }  /* never silent, never done */
+    if (!verify(41)) { printf("FAIL verify(41)\n"); return 1; }
+    return 0;
+}
+"""
+
+
+def check_project(tmp_path: Path) -> Path:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "check.c").write_text(CHECK_PROGRAM)
+    subprocess.run(["gcc", "-g", "-O0", "-o", str(project / "check"), str(project / "check.c")], check=True)
+    return project
+
+
+async def test_a_traced_generic_run_is_named_after_its_command_and_reruns_it(strobe: StrobeClient,
+                                                                             tmp_path: Path) -> None:
+    project = check_project(tmp_path)
+    command = './check one "two words"'
+    started = await strobe.call("debug_test", projectRoot=str(project), framework="generic", command=command,
+                                tracePatterns=["verify"])
+    status = await finished(strobe, started["testRunId"])
+    assert status["status"] == "completed", status
+    result = status["result"]
+    (failure,) = result["failures"]  # named after the command, not the gate it was started behind
+    assert failure["name"] == "./check one 'two words'" and "FAIL verify(41)" in failure["message"]
+    header = Path(result["details"]).read_text().split("\n\n")[0]
+    assert "# command: ./check one 'two words'" in header and "strobe-gate" not in header
+    exits = await strobe.all_events(status["sessionId"], eventType="function_exit", verbose=True)
+    assert [(e["function"], e["returnValue"]) for e in exits] == [("verify", 0)]  # traced all the same
+    # Its rerunCommand, typed in a shell in the project, runs the same thing again.
+    ran = (project / "ran.log").read_text().splitlines()
+    assert ran == ["filter=(unset) [one] [two words]"]
+    subprocess.run(failure["rerunCommand"], shell=True, cwd=project, timeout=60, capture_output=True)
+    assert (project / "ran.log").read_text().splitlines() == ran * 2
+
+    # A traced run past its timeoutMs: its stuck entry names the command too, and its stacks are the program's.
+    started = await strobe.call("debug_test", projectRoot=str(project), framework="generic",
+                                command="./check chatty", tracePatterns=["verify"], timeoutMs=5000)
+    status = await finished(strobe, started["testRunId"])
+    (stuck,) = status["result"]["stuck"]
+    assert stuck["kind"] == "timeout" and stuck["name"] == "(whole run of ./check chatty)"
+    assert any("main" in frame for thread in stuck["threads"] for frame in thread["stack"])
+    assert subprocess.run(["pgrep", "-f", "check chatty"], capture_output=True).returncode == 1  # killed
+
+
+SLOW_SUITE = """#!/bin/sh
+# Two tests reported, then a third that never ends (but keeps talking, so it never looks stuck).
+echo $$ > suite.pid
+echo "PASS adds"
+printf '<testsuite><testcase name="adds"/><testcase name="divides"><failure message="off by one"/></testcase>'\\
+'</testsuite>' > "$STROBE_TEST_REPORT"
+echo "START waits"
+while :; do echo "still waiting"; sleep 0.1; done
+"""
+
+
+async def test_a_run_past_its_timeout_is_stopped_with_stacks_and_its_results_so_far(strobe: StrobeClient,
+                                                                                   tmp_path: Path) -> None:
+    suite = tmp_path / "suite.sh"
+    suite.write_text(SLOW_SUITE)
+    suite.chmod(0o755)
+    for outside in (999, 86_400_001):  # 1 s to 24 h
+        error = await strobe.error("debug_test", projectRoot=str(tmp_path), framework="generic",
+                                   command="./suite.sh", timeoutMs=outside)
+        assert error.code == "VALIDATION_ERROR" and "timeoutMs" in error.message
+    started = await strobe.call("debug_test", projectRoot=str(tmp_path), framework="generic",
+                                command="./suite.sh", timeoutMs=1000)
+    status = await finished(strobe, started["testRunId"], timeout=60)
+    assert status["status"] == "completed", status
+    result = status["result"]
+    assert {k: result["summary"][k] for k in ("passed", "failed", "stuck")} == {"passed": 1, "failed": 1, "stuck": 1}
+    assert result["summary"]["durationMs"] < 30_000  # not the default limit (30 min for a whole run)
+    (failure,) = result["failures"]
+    assert failure["name"] == "divides" and failure["rerunCommand"] == "STROBE_TEST_FILTER=divides ./suite.sh"
+    (stuck,) = result["stuck"]
+    assert stuck["kind"] == "timeout" and stuck["elapsedMs"] >= 1000 and stuck["name"] == "(whole run of ./suite.sh)"
+    assert stuck["diagnosis"].startswith("Timed out: still running after 1 s") and "timeoutMs" in stuck["diagnosis"]
+    assert stuck["threads"] and all(thread["stack"] for thread in stuck["threads"])
+    assert not Path(f"/proc/{(tmp_path / 'suite.pid').read_text().strip()}").exists()  # killed, and reaped
+
+
+WAITING_SUITE = """#!/bin/sh
+while [ ! -e release ]; do echo waiting; sleep 0.2; done
+"""
+
+
+async def test_running_answers_suggest_the_retry_delay_set_for_the_runs_project(
+        strobe: StrobeClient, strobe_home: Path, tmp_path: Path) -> None:
+    write_settings(strobe_home, {"test.statusRetryMs": 2500})  # global
+    projects = [tmp_path / "tuned", tmp_path / "plain"]
+    for project in projects:
+        project.mkdir()
+        (project / "wait.sh").write_text(WAITING_SUITE)
+        (project / "wait.sh").chmod(0o755)
+    write_settings(projects[0] / ".strobe", {"test.statusRetryMs": 1234})  # the project's own
+    runs = [(await strobe.call("debug_test", projectRoot=str(project), framework="generic",
+                               command="./wait.sh"))["testRunId"] for project in projects]
+    try:
+        statuses = await asyncio.gather(*(strobe.call("debug_test_status", testRunId=run) for run in runs))
+        assert [status["status"] for status in statuses] == ["running", "running"]
+        assert [status["retryAfterMs"] for status in statuses] == [1234, 2500]
+        assert "1.234s" in statuses[0]["nextSteps"] and runs[0] in statuses[0]["nextSteps"]
+        assert "2.5s" in statuses[1]["nextSteps"]
+    finally:
+        for project in projects:
+            (project / "release").touch()
+    for run in runs:
+        status = await finished(strobe, run, timeout=60)
+        assert status["status"] == "completed" and "retryAfterMs" not in status
+        assert status["result"]["summary"]["passed"] == 1

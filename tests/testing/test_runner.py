@@ -281,6 +281,58 @@ async def test_hard_timeout_kills_a_busy_suite_and_keeps_its_stacks(tmp_path: Pa
     await runner.close()
 
 
+async def test_a_runs_own_time_limit_stops_it_with_stacks_and_the_results_so_far(tmp_path: Path) -> None:
+    runner = Runner(tmp_path / "details")  # the default limits: minutes; the run's own: 1 s
+    run_id = await runner.start(FakeAdapter(), python(tmp_path, """
+        json.dump([{"name": "math::adds", "outcome": "passed"},
+                   {"name": "bank::posts", "outcome": "failed", "message": "left: 90, right: 100"}], open(REPORT, "w"))
+        print("START net::waits", flush=True)
+        while True:  # never silent, so never "stuck": only the run's time limit ends it
+            print("still working", flush=True)
+            time.sleep(0.1)
+    """), timeout_s=1.0)
+    process = await until(lambda: runner.get(run_id).process)
+    status = await runner.status(run_id, wait_s=30)
+    assert status["status"] == "completed", status
+    result = status["result"]
+    summary = result["summary"]
+    assert (summary["passed"], summary["failed"], summary["stuck"]) == (1, 1, 1)  # the report so far, parsed
+    assert summary["durationMs"] < 20_000
+    assert [f["name"] for f in result["failures"]] == ["bank::posts"]
+    (stuck,) = result["stuck"]
+    assert stuck["name"] == "net::waits" and stuck["kind"] == "timeout" and stuck["elapsedMs"] >= 1000
+    assert stuck["diagnosis"] == "Timed out: still running after 1 s, the limit for this run (its timeoutMs)"
+    assert stuck["threads"] and all(thread["stack"] for thread in stuck["threads"])
+    assert "# time limit: 1 s" in Path(result["details"]).read_text()
+    assert not alive(process.pid)
+    for outside in (0.5, 24 * 3600 + 1):
+        with pytest.raises(ValidationError, match=r"from 1 s to 24 h"):
+            await runner.start(FakeAdapter(), python(tmp_path, "pass", name="never"), timeout_s=outside)
+    await runner.close()
+
+
+async def test_a_launcher_runs_in_front_of_a_command_which_still_names_the_run(runner: Runner,
+                                                                               tmp_path: Path) -> None:
+    parsed: list[list[str]] = []
+
+    class Recording(FakeAdapter):
+        def parse(self, run: FinishedRun) -> ParsedRun:
+            parsed.append(run.command.argv)
+            return super().parse(run)
+
+    command = python(tmp_path, "json.dump([{'name': 'a', 'outcome': 'passed'}], open(REPORT, 'w'))")
+    launched = tmp_path / "launched"
+    run_id = await runner.start(Recording(), command, launcher=["/bin/sh", "-c", 'echo "$@" > "$0"; exec "$@"',
+                                                                str(launched)], user_command="./suite")
+    status = await runner.status(run_id, wait_s=30)
+    assert status["result"]["summary"]["passed"] == 1
+    assert launched.read_text().split() == command.argv  # the launcher ran, then exec()ed the command
+    assert parsed == [command.argv]  # the adapter reads the command's run, not the launcher's
+    header = Path(status["result"]["details"]).read_text().split("\n\n")[0]
+    assert f"# command: {command.argv[0]}" in header and str(launched) not in header
+    assert runner.get(run_id).user_command == "./suite"
+
+
 async def test_overlapping_runs_and_a_bounded_history(runner: Runner, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(runner_module, "MAX_KEPT_RUNS", 2)

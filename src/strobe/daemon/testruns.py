@@ -24,7 +24,7 @@ from strobe.instrument.reaper import Reaper
 from strobe.paths import private_dir
 from strobe.store import test_durations
 from strobe.testing import adapters
-from strobe.testing.model import TestLevel
+from strobe.testing.model import TestCommand, TestLevel
 from strobe.testing.runner import TestRun, TestRunner
 
 log = logging.getLogger(__name__)
@@ -39,8 +39,9 @@ JAVASCRIPT_FRAMEWORKS = frozenset({"jest", "vitest", "mocha", "nodetest", "bun"}
 """Test runs whose node processes get the JavaScript tracer's preload when traced (`bun test` as its own
 `--preload` option: in BUN_OPTIONS it would turn the subcommand into a script name, see runtimes/node.py)."""
 # The traced run's first process: blocks reading the FIFO ($0) until the session is attached, then becomes the
-# test command. `read` is a shell builtin: nothing is forked before the exec.
-_GATE_SCRIPT = 'read _ < "$0"; exec "$@"'
+# test command: the program $1 (see _program) with the command's arguments ($2, the command's own argv[0], is
+# dropped). `read`, `shift` and `exec` are shell builtins: nothing is forked before the exec.
+_GATE_SCRIPT = 'read _ < "$0"; program=$1; shift 2; exec "$program" "$@"'
 
 
 def _open_gate(gate: Path) -> None:
@@ -50,6 +51,16 @@ def _open_gate(gate: Path) -> None:
         os.write(fd, b"go\n")
     finally:
         os.close(fd)
+
+
+def _program(command: TestCommand) -> str:
+    """The program the gate exec()s: a relative path (`./check`) made absolute from the command's cwd (the session
+    takes the path an exec() names as the program's, and would look for `./check` from the daemon's); a name on
+    PATH as it is."""
+    program = command.argv[0]
+    return os.path.normpath(os.path.join(command.cwd, program)) if os.sep in program else program
+
+
 PROGRESS_EVERY_S = 2.0
 
 
@@ -83,11 +94,12 @@ class TestRuns:
     async def run(
         self, project_root: str, framework: str | None, level: str | None, test: str | None, command: str | None,
         env: dict[str, str], trace_patterns: list[str] | None = None, watches: Sequence[WatchSpec] = (),
+        timeout_ms: int | None = None,
     ) -> dict[str, Any]:
         """Start a run; returns debug_test's immediate response. With trace_patterns the run is traced: its
         command waits on a FIFO until a session is attached to it, then exec()s the tests (gated, so the
         patterns are hooked in the test program and every child; `watches` are set in the test program once it is
-        hooked) and its sessionId is in every status."""
+        hooked) and its sessionId is in every status. `timeout_ms`: the run's own time limit (else its level's)."""
         root = Path(project_root)
         if not root.is_dir():
             raise ValidationError(f"projectRoot '{project_root}' is not a directory. Pass the project's absolute path.")
@@ -107,9 +119,10 @@ class TestRuns:
         else:
             built = adapter.suite_command(root, test_level, command, report_dir)
         built = dataclasses.replace(built, env={**built.env, **env})
+        timeout_s = timeout_ms / 1000 if timeout_ms is not None else None
         if trace_patterns is None:
-            await self.runner.start(adapter, built, test, test_level, project_root=root, run_id=run_id)
-            self.runner.get(run_id).user_command = command
+            await self.runner.start(adapter, built, test, test_level, project_root=root, run_id=run_id,
+                                    user_command=command, timeout_s=timeout_s)
             return {"testRunId": run_id, "status": "running", "framework": adapter.display_name}
         parse_patterns(trace_patterns, project_root)  # a bad pattern is refused before anything runs
         tracer_dir = None
@@ -120,14 +133,16 @@ class TestRuns:
                 built = dataclasses.replace(built, argv=nodetracer.bun_test_argv(built.argv))
         gate = report_dir / "strobe-gate"
         os.mkfifo(gate, 0o600)
-        gated = dataclasses.replace(built, argv=["/bin/sh", "-c", _GATE_SCRIPT, str(gate), *built.argv])
-        await self.runner.start(adapter, gated, test, test_level, project_root=root, run_id=run_id)
+        # The gate runs in front of the command: the run is still shown, parsed and rerun as the command itself.
+        await self.runner.start(adapter, built, test, test_level, project_root=root, run_id=run_id,
+                                launcher=["/bin/sh", "-c", _GATE_SCRIPT, str(gate), _program(built)],
+                                user_command=command,
+                                timeout_s=timeout_s)
         run = self.runner.get(run_id)
-        run.user_command = command
         try:
             if run.process is None:  # it could not start: the run's status says why
                 return {"testRunId": run_id, "status": "running", "framework": adapter.display_name}
-            session_id, trace = await self._attach(run.process.pid, built.argv[0], project_root, trace_patterns,
+            session_id, trace = await self._attach(run.process.pid, _program(built), project_root, trace_patterns,
                                                    watches, tracer_dir)
         except BaseException:
             await self.runner.cancel(run_id)  # the caller gets the error: no untraced run goes on unseen
@@ -162,6 +177,10 @@ class TestRuns:
             if unmatched := trace.never_matched() + trace.tracer_notes():
                 status["traceWarnings"] = unmatched
         return status
+
+    def project_root(self, run_id: str) -> Path:
+        """The project a run tests (its settings apply to it)."""
+        return self.runner.get(run_id).project_root
 
     def _forget_old(self) -> None:
         """What this keeps per run goes with the runs the runner forgets (it keeps the last MAX_KEPT_RUNS)."""

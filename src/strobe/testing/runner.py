@@ -2,8 +2,9 @@
 
 A run spawns the adapter's command in its own session (so the whole tree can be killed), streams its output
 into the adapter's live progress and a details file, samples the stuck detector every couple of seconds, and
-enforces a hard time limit per level. At the end the adapter parses the framework's report and the run's
-result takes the shape of debug_test_status's response. Runs are asyncio tasks; several may overlap.
+enforces a hard time limit per level (or the run's own `timeout_s`). At the end the adapter parses the framework's
+report and the run's result takes the shape of debug_test_status's response. Runs are asyncio tasks; several may
+overlap.
 
 Child exit is watched with a pidfd rather than asyncio's subprocess support, which in Python 3.11 does not
 report an exit while a forgotten grandchild still holds the output pipes: here the run ends when the test
@@ -28,7 +29,7 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -45,6 +46,7 @@ log = logging.getLogger(__name__)
 
 HARD_TIMEOUTS_S: dict[TestLevel | None, float] = {
     TestLevel.UNIT: 5 * 60, TestLevel.INTEGRATION: 10 * 60, TestLevel.E2E: 30 * 60, None: 30 * 60}  # None: all
+MIN_TIMEOUT_S, MAX_TIMEOUT_S = 1.0, 24 * 3600.0  # bounds of a run's own time limit (debug_test's timeoutMs)
 MAX_KEPT_RUNS = 50  # finished runs remembered (and their details files kept, across daemon restarts)
 SESSION_SUFFIX = ".session"  # beside a traced run's details file: the id of the session that traced it
 DRAIN_AFTER_EXIT_S = 5.0  # output still buffered in the pipes after the test process ended
@@ -83,6 +85,8 @@ class TestRun:
     pipes: set[int] = field(default_factory=set)  # inodes of the output pipes, to find processes holding them
     log_file: TextIO | None = None
     user_command: str | None = None  # debug_test's `command` (a test binary), for rerun commands
+    launcher: list[str] = field(default_factory=list)  # put before command.argv when spawned (a traced run's gate)
+    timeout_s: float | None = None  # the run's own time limit, instead of its level's
 
     def fail(self, error: str) -> None:
         self.status, self.error = "failed", error
@@ -110,24 +114,34 @@ class TestRunner:
 
     async def start(self, adapter: TestAdapter, command: TestCommand, test_name: str | None = None,
                     level: TestLevel | None = None, *, project_root: Path | None = None,
-                    run_id: str | None = None) -> str:
+                    run_id: str | None = None, launcher: Sequence[str] = (), user_command: str | None = None,
+                    timeout_s: float | None = None) -> str:
         """Spawn the command and return the run's id at once. A command that cannot start still gets an id: its
-        status is "failed" with an error saying what to fix."""
+        status is "failed" with an error saying what to fix.
+
+        `launcher`: argv run in front of the command's own (a traced run's gate, which exec()s the command): the
+        run is still shown, parsed and rerun as `command`. `user_command`: debug_test's `command`, for rerun
+        commands. `timeout_s`: the run's own time limit (MIN_TIMEOUT_S to MAX_TIMEOUT_S), instead of its level's."""
         if not command.argv:
             raise ValidationError("The test command is empty: the adapter built no argv. Pass `framework` to pick "
                                   "another adapter, or `command` with the test binary.")
+        if timeout_s is not None and not MIN_TIMEOUT_S <= timeout_s <= MAX_TIMEOUT_S:
+            raise ValidationError(f"A test run's time limit must be from {MIN_TIMEOUT_S:g} s to "
+                                  f"{MAX_TIMEOUT_S / 3600:g} h; got {timeout_s:g} s.")
         run_id = run_id or str(uuid.uuid4())
         private_dir(self.details_dir)
         run = TestRun(run_id, adapter, command, test_name, level, project_root or command.cwd,
-                      self.details_dir / f"{run_id}.log")
+                      self.details_dir / f"{run_id}.log", user_command=user_command, launcher=list(launcher),
+                      timeout_s=timeout_s)
         self._runs[run_id] = run
         self._evict()
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **command.env}  # Python test runners: lines as they happen
         try:
-            run.process = subprocess.Popen(command.argv, cwd=command.cwd, env=env, stdin=subprocess.DEVNULL,
-                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+            run.process = subprocess.Popen([*launcher, *command.argv], cwd=command.cwd, env=env,
+                                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                           start_new_session=True)
         except (OSError, ValueError, TypeError) as exc:  # ValueError: a NUL or a bad name slipped through
-            run.fail(_spawn_error(command, exc))
+            run.fail(_spawn_error(TestCommand([*launcher, *command.argv], command.cwd) if launcher else command, exc))
             run.done.set()
             return run_id
         self._reaper.hold_group(run.process.pid)  # until _supervise lets go: killed with the daemon, however it ends
@@ -182,7 +196,12 @@ class TestRunner:
         try:
             run.log_file = run.details.open("w", encoding="utf-8", errors="replace", buffering=1)  # tail -f
             run.log_file.write(f"# strobe test run {run.id}\n# command: {shlex.join(run.command.argv)}\n"
-                               f"# cwd: {run.command.cwd}\n# framework: {run.adapter.display_name}\n\n")
+                               f"# cwd: {run.command.cwd}\n# framework: {run.adapter.display_name}\n")
+            if run.launcher:
+                run.log_file.write("# traced: held at a gate until its session was attached\n")
+            if run.timeout_s is not None:
+                run.log_file.write(f"# time limit: {_duration(run.timeout_s)}\n")
+            run.log_file.write("\n")
             for stream, pipe in (("stdout", run.process.stdout), ("stderr", run.process.stderr)):
                 os.set_blocking(pipe.fileno(), False)
                 loop.add_reader(pipe.fileno(), self._on_readable, run, stream, pipe.fileno(), closed[stream], [])
@@ -248,7 +267,8 @@ class TestRunner:
         loop = asyncio.get_running_loop()
         pidfd = os.pidfd_open(run.process.pid)
         loop.add_reader(pidfd, exited.set)
-        limit = self._timeouts[run.level]  # a single test without a level gets the whole run's limit
+        # the run's own limit, else its level's (a single test without a level gets the whole run's limit)
+        limit = run.timeout_s if run.timeout_s is not None else self._timeouts[run.level]
         deadline, next_sample = run.started + limit, run.started + self._interval
         try:
             while not exited.is_set():
@@ -262,7 +282,10 @@ class TestRunner:
                     continue
                 now = time.monotonic()
                 if now >= deadline:
-                    what = f"{run.level.value} tests" if run.level else "a whole test run"
+                    if run.timeout_s is not None:
+                        what = "this run (its timeoutMs)"
+                    else:
+                        what = f"{run.level.value} tests" if run.level else "a whole test run"
                     run.verdict = await asyncio.to_thread(run.detector.timeout_verdict, limit, what, now)
                     await self._kill(run)
                 elif now >= next_sample:
@@ -344,8 +367,10 @@ class TestRunner:
             summary["stuck"] = 1
             current = run.progress.current_started_ns
             elapsed = (time.monotonic_ns() - current) // 1_000_000 if current else duration_ms
-            name = run.progress.current_test or run.test_name or f"(whole run of {Path(run.command.argv[0]).name})"
-            result["stuck"].append({"name": name, "elapsedMs": elapsed, "diagnosis": run.verdict.diagnosis,
+            whole = run.user_command or Path(run.command.argv[0]).name
+            name = run.progress.current_test or run.test_name or f"(whole run of {whole})"
+            result["stuck"].append({"name": name, "kind": run.verdict.kind.value, "elapsedMs": elapsed,
+                                    "diagnosis": run.verdict.diagnosis,
                                     "threads": run.verdict.threads(), "suggestedTraces": run.verdict.suggested_traces})
         elif not cases:
             info = run.adapter.project_info(run.project_root)
@@ -491,3 +516,7 @@ def _no_tests_hint(run: TestRun) -> str:
     level = f" at level '{run.level.value}' (omit `level` to run them all)" if run.level else ""
     return (f"{name} ran but reported no tests{level}. Check that the test files follow {name}'s naming "
             f"conventions, or pass `framework` if {name} is the wrong framework for this project.")
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"

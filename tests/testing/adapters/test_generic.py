@@ -4,6 +4,7 @@ an exit code."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,42 @@ def test_single_test_filters_the_report(project: Path, reports: Path) -> None:
 
 def test_rerun_command(project: Path) -> None:
     assert adapter.rerun_command(project, "clamp keeps", RUNNER) == "STROBE_TEST_FILTER='clamp keeps' ./run_tests.sh"
+    # the single case named after the command (no report): the command alone, as it ran
+    assert adapter.rerun_command(project, "./plain_check.sh", "./plain_check.sh") == "./plain_check.sh"
+    shell = "test -f calc.sh && ./plain_check.sh"
+    assert adapter.rerun_command(project, shell, shell) == shell
+
+
+RECORDER = """#!/bin/sh
+echo "filter=${STROBE_TEST_FILTER-unset} args=$*" >> ran.log
+"""
+
+
+@pytest.mark.parametrize(("command", "test"), [
+    ("./record.sh one 'two words'", "some test"),  # a test of a JUnit report: run with STROBE_TEST_FILTER
+    ("./record.sh one 'two words'", None),  # the case named after the command (exit code only): the whole run
+    ("record.sh one", "some test"),  # a file of projectRoot named without ./
+    ("./record.sh one && ./record.sh two", "some test"),  # shell syntax: each command of the list sees the filter
+    ("./record.sh one && ./record.sh two", None),
+])
+def test_the_rerun_command_runs_what_the_run_ran(tmp_path: Path, reports: Path, command: str,
+                                                 test: str | None) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "record.sh").write_text(RECORDER)
+    (project / "record.sh").chmod(0o755)
+    if test is None:
+        ran = run(adapter, adapter.suite_command(project, None, command, reports))
+        (case,) = ran.parsed.cases
+        test = case.name
+    else:
+        ran = run(adapter, adapter.single_test_command(project, test, command, reports))
+    assert ran.finished.exit_code == 0
+    original = (project / "ran.log").read_text()
+    (project / "ran.log").unlink()
+    rerun = adapter.rerun_command(project, test, command)
+    subprocess.run(rerun, shell=True, cwd=project, check=True, timeout=30)
+    assert (project / "ran.log").read_text() == original
 
 
 def test_without_report_the_exit_code_decides(project: Path, reports: Path) -> None:

@@ -52,7 +52,18 @@ class GenericAdapter(TestAdapter):
         return self._command(project_root, command, {FILTER_ENV: test}, report_dir)
 
     def rerun_command(self, project_root: Path, test: str, command: str | None) -> str:
-        return f"{FILTER_ENV}={shlex.quote(test)} {command or '<your test command>'}"
+        """The command as the run ran it, from projectRoot; with STROBE_TEST_FILTER set to the test's name, unless
+        the test is the single case named after the command (no JUnit report): then the command alone."""
+        if command is None or not command.strip():
+            return f"{FILTER_ENV}={shlex.quote(test)} <your test command>"
+        try:
+            argv = _argv(project_root, command)
+        except ValidationError:  # the command no longer resolves: as the caller wrote it
+            argv = _native.split_command(command)
+        if test == _label(argv):
+            return command if argv[:2] == ["/bin/sh", "-c"] else shlex.join(argv)
+        # through the shell, a VAR=x prefix would reach only the first command of a pipeline or list
+        return f"{FILTER_ENV}={shlex.quote(test)} {shlex.join(argv)}"
 
     def parse(self, run: FinishedRun) -> ParsedRun:
         label = _label(run.command.argv)
