@@ -6,7 +6,7 @@
 VENV := .venv
 STAMP := $(VENV)/.bootstrap-stamp
 
-.PHONY: setup demo test bench chaos lint clean
+.PHONY: setup demo test bench chaos lint clean wheel
 
 $(STAMP): pyproject.toml scripts/bootstrap.sh
 	./scripts/bootstrap.sh
@@ -27,6 +27,9 @@ bench: setup
 chaos: setup
 	$(VENV)/bin/python -m chaos
 
+wheel: setup  # dist/strobe-*.whl for `uv tool install` / `pipx install` (setup.py compiles the agent into it)
+	$(VENV)/bin/python -m pip wheel --no-deps --no-build-isolation -w dist .
+
 .PHONY: fuzz
 fuzz: setup  # every tool fuzzed through a real strobe mcp, thousands of calls (tests/e2e/test_fuzz_tools.py)
 	STROBE_FUZZ_EXAMPLES=$${STROBE_FUZZ_EXAMPLES:-500} $(VENV)/bin/python -m pytest tests/e2e/test_fuzz_tools.py -s -o timeout=0
@@ -36,4 +39,4 @@ lint: setup
 	$(VENV)/bin/mypy
 
 clean:
-	rm -rf $(VENV) build examples/build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist examples/build .pytest_cache .mypy_cache .ruff_cache

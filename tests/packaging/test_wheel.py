@@ -104,6 +104,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     assert "PROTOCOL_VERSION" in agent_js and len(agent_js) > 10_000, "the packaged agent is not the compiled agent"
     assert not [n for n in wheel_names if n.endswith(".ts")], "no TypeScript belongs in the wheel"
     assert "strobe/instrument/nodetracer/preload.cjs" in wheel_names, "the Node preload belongs in the wheel"
+    assert "strobe/export/timeline.html" in wheel_names, "debug_export's HTML page belongs in the wheel"
     shutil.rmtree(unpacked)  # from here on no agent sources exist anywhere an installed strobe could look
 
     # A fresh virtualenv, the wheel installed normally, its dependencies from the wheelhouse only.

@@ -49,7 +49,10 @@ The loop that works:
    gives each failure with its file and line, and a hung test with every thread's stack.
 7. `debug_stop` the session at the end; it kills the program if it still runs.
 
-`debug_read` reads globals or memory of the running program; `debug_list_sessions` shows what runs.
+A program that hangs or goes silent: `debug_stacks` gives every thread's stack and says deadlock, busy loop,
+waiting on I/O or sleeping. One already running: `debug_launch` with its `pid` attaches (`debug_stop` detaches).
+One that reads input: `debug_launch` with `stdin`, more later with `debug_input`. `debug_read` reads globals or
+memory of the running program; `debug_export` writes a run as a Perfetto trace or an HTML timeline for the user.
 """
 
 
