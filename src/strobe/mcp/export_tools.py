@@ -10,7 +10,7 @@ import anyio.to_thread
 from pydantic import Field, field_validator
 
 from strobe.export import exporting
-from strobe.mcp.models import MAX_ID, MAX_INT64, OsString, StrictModel
+from strobe.mcp.models import MAX_ID, OsString, StrictModel, check_time
 from strobe.mcp.registry import Tool, ToolContext
 from strobe.store.filters import EventFilter, parse_time
 from strobe.store.schema import EventKind
@@ -44,14 +44,7 @@ class ExportRequest(StrictModel):
                              "yours")
         return value
 
-    @field_validator("timeFrom", "timeTo")
-    @classmethod
-    def _time(cls, value: int | str | None) -> int | str | None:
-        if isinstance(value, int) and not -MAX_INT64 - 1 <= value <= MAX_INT64:
-            raise ValueError("a time in nanoseconds is at most 64 bits")
-        if value is not None:
-            parse_time(value)
-        return value
+    _time = field_validator("timeFrom", "timeTo")(check_time)
 
 
 async def export(ctx: ToolContext, req: ExportRequest) -> dict[str, Any]:

@@ -47,6 +47,15 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, str_max_length=MAX_STRING)
 
 
+def check_time(value: int | str | None) -> int | str | None:
+    """A timeFrom/timeTo: nanoseconds in 64 bits, or a form parse_time reads ("2s", "-5s")."""
+    if isinstance(value, int) and not -MAX_INT64 - 1 <= value <= MAX_INT64:
+        raise ValueError("a time in nanoseconds is at most 64 bits")
+    if value is not None:
+        parse_time(value)
+    return value
+
+
 def _absolute_root(value: str | None) -> str | None:
     if value is not None and not os.path.isabs(value):
         raise ValueError(f"projectRoot must be an absolute path (got {value[:200]!r}): pass the project's full path")
@@ -169,14 +178,7 @@ class QueryRequest(StrictModel):
     offset: int = Field(default=0, ge=0, le=MAX_INT64)
     verbose: bool = False
 
-    @field_validator("timeFrom", "timeTo")
-    @classmethod
-    def _time(cls, value: int | str | None) -> int | str | None:
-        if isinstance(value, int) and not -MAX_INT64 - 1 <= value <= MAX_INT64:
-            raise ValueError("a time in nanoseconds is at most 64 bits")
-        if value is not None:
-            parse_time(value)
-        return value
+    _time = field_validator("timeFrom", "timeTo")(check_time)
 
     @model_validator(mode="after")
     def _non_empty_matchers(self) -> QueryRequest:
