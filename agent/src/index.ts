@@ -1,7 +1,7 @@
 // The agent's entry point: creates the runtimes' tracers (runtimes.ts), installs the exit hooks, the crash
 // handler and the lifeline (common/forks.ts: the process ends when the daemon does), answers the host's requests
-// (common/protocol.ts) and says `agent_loaded`. Every request goes to the native runtime: requests name no
-// runtime yet.
+// (common/requests.ts) and says `agent_loaded` (common/protocol.ts). Every request goes to the native runtime:
+// requests name no runtime yet.
 
 import { installCrashHandler } from "./common/crash.js";
 import { installExitHooks } from "./common/exit.js";
@@ -9,19 +9,18 @@ import { installLifeline } from "./common/forks.js";
 import { installStdin } from "./common/stdin.js";
 import { onReadMemory, onWriteMemory } from "./common/memory.js";
 import { installOutputCapture } from "./common/output.js";
+import { emit, PROTOCOL_VERSION } from "./common/protocol.js";
 import {
   BreakpointsRequest,
-  emit,
   FlushRequest,
   FollowRequest,
   HooksRequest,
-  PROTOCOL_VERSION,
   PyCommandRequest,
   PySetupRequest,
   ReadMemoryRequest,
   WatchesRequest,
   WriteMemoryRequest,
-} from "./common/protocol.js";
+} from "./common/requests.js";
 import { installAltStacks } from "./native/altstack.js";
 import { Breakpoints } from "./native/breakpoints.js";
 import { RECORD_SIZE } from "./native/layout.js";

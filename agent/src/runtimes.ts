@@ -1,17 +1,10 @@
 // The runtimes this agent can trace, and what index.ts asks of each. A runtime (native code today; CPython or
 // Node later) is a folder under src/ whose tracer implements RuntimeTracer, plus one entry in RUNTIMES.
-// Messages and the host's requests are in common/protocol.ts; the common modules (exit, crash, memory reads)
-// know runtimes only through flush().
+// Messages are in common/protocol.ts and the host's requests in common/requests.ts; the common modules (exit,
+// crash, memory reads) know runtimes only through flush().
 
-import {
-  FollowFunction,
-  HookFailure,
-  HookTarget,
-  JsWatchSpec,
-  NativeWatchSpec,
-  SamplingConfig,
-  WatchError,
-} from "./common/protocol.js";
+import { HookFailure, WatchError } from "./common/protocol.js";
+import { FollowFunction, HookTarget, JsWatchSpec, NativeWatchSpec, SamplingConfig } from "./common/requests.js";
 import { NativeTracer } from "./native/tracer.js";
 
 export interface RuntimeTracer {

@@ -13,7 +13,7 @@ import pytest
 
 from strobe.daemon.break_values import RegisterArg, SiteScope, compile_message, compile_text, condition_args, site_scope
 from strobe.errors import ValidationError
-from strobe.instrument.protocol import ValueRead
+from strobe.instrument.requests import ValueRead
 from strobe.symbols.addresses import line_sites
 
 SOURCE = Path(__file__).parents[1] / "targets" / "breaks.c"

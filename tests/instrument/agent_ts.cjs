@@ -1,8 +1,9 @@
 // Facts about the agent's TypeScript, read with the TypeScript compiler API, printed as JSON for
 // tests/instrument/agent_ts.py:
 //
-//   node agent_ts.cjs protocol agent/src/common/protocol.ts
+//   node agent_ts.cjs protocol agent/src/common/protocol.ts agent/src/common/requests.ts
 //     {"interfaces": {Name: {field: {"optional": bool, "type": T}}}, "aliases": {Name: T}, "consts": {Name: value}}
+//     of all the files together (a `ref` may name a type of another of them; a name declared twice fails),
 //     where T is {"kind": "string" | "number" | "boolean" | "unknown" | "null"}, {"kind": "literal", "values": [...]},
 //     {"kind": "array", "of": T}, {"kind": "tuple", "items": [T]}, {"kind": "record", "value": T},
 //     {"kind": "object", "fields": {...}}, {"kind": "ref", "name": N} or {"kind": "union", "of": [T]}.
@@ -93,22 +94,33 @@ function describeMembers(members) {
   return fields;
 }
 
-function protocol(file) {
-  const source = ts.createSourceFile(file, fs.readFileSync(file, "utf8"), ts.ScriptTarget.ES2022, true);
+function protocol(...files) {
   const out = { interfaces: {}, aliases: {}, consts: {} };
-  for (const statement of source.statements) {
-    if (ts.isInterfaceDeclaration(statement)) {
-      if (statement.heritageClauses !== undefined || statement.typeParameters !== undefined) {
-        fail(statement, "a message interface must not extend or take type parameters");
-      }
-      out.interfaces[statement.name.text] = describeMembers(statement.members);
-    } else if (ts.isTypeAliasDeclaration(statement)) {
-      out.aliases[statement.name.text] = describeType(statement.type);
-    } else if (ts.isVariableStatement(statement)) {
-      for (const declaration of statement.declarationList.declarations) {
-        const init = declaration.initializer;
-        if (init !== undefined && (ts.isNumericLiteral(init) || ts.isStringLiteral(init))) {
-          out.consts[declaration.name.getText()] = ts.isNumericLiteral(init) ? Number(init.text) : init.text;
+  const declared = new Set();
+  const declare = (node, name) => {
+    if (declared.has(name)) {
+      fail(node, `${name} is declared in more than one of ${files.join(", ")}`);
+    }
+    declared.add(name);
+    return name;
+  };
+  for (const file of files) {
+    const source = ts.createSourceFile(file, fs.readFileSync(file, "utf8"), ts.ScriptTarget.ES2022, true);
+    for (const statement of source.statements) {
+      if (ts.isInterfaceDeclaration(statement)) {
+        if (statement.heritageClauses !== undefined || statement.typeParameters !== undefined) {
+          fail(statement, "a message interface must not extend or take type parameters");
+        }
+        out.interfaces[declare(statement, statement.name.text)] = describeMembers(statement.members);
+      } else if (ts.isTypeAliasDeclaration(statement)) {
+        out.aliases[declare(statement, statement.name.text)] = describeType(statement.type);
+      } else if (ts.isVariableStatement(statement)) {
+        for (const declaration of statement.declarationList.declarations) {
+          const init = declaration.initializer;
+          if (init !== undefined && (ts.isNumericLiteral(init) || ts.isStringLiteral(init))) {
+            const value = ts.isNumericLiteral(init) ? Number(init.text) : init.text;
+            out.consts[declare(declaration, declaration.name.getText())] = value;
+          }
         }
       }
     }
@@ -139,10 +151,10 @@ function layout(file) {
   return { constants, cLayout: exports.C_LAYOUT, prelude: { tsc: exports.cPrelude(true), plain: exports.cPrelude(false) } };
 }
 
-const [command, file] = process.argv.slice(2);
+const [command, ...files] = process.argv.slice(2);
 const commands = { protocol, layout };
-if (!(command in commands) || file === undefined) {
-  process.stderr.write("usage: node agent_ts.cjs protocol|layout FILE.ts\n");
+if (!(command in commands) || files.length === 0 || (command === "layout" && files.length !== 1)) {
+  process.stderr.write("usage: node agent_ts.cjs protocol FILE.ts... | layout FILE.ts\n");
   process.exit(2);
 }
-process.stdout.write(JSON.stringify(commands[command](file)) + "\n");
+process.stdout.write(JSON.stringify(commands[command](...files)) + "\n");

@@ -22,26 +22,27 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 AGENT_SRC = REPO / "agent" / "src"
-PROTOCOL_TS = AGENT_SRC / "common" / "protocol.ts"
+# The agent's side of the wire protocol: its messages (and PROTOCOL_VERSION), then the host's requests.
+PROTOCOL_TS = (AGENT_SRC / "common" / "protocol.ts", AGENT_SRC / "common" / "requests.ts")
 LAYOUT_TS = AGENT_SRC / "native" / "layout.ts"
 TRACER_C = AGENT_SRC / "native" / "tracer.c"
 SCRIPT = Path(__file__).with_name("agent_ts.cjs")
 TYPESCRIPT = REPO / "tests" / "toolchains" / "node_modules" / "typescript"
 
 
-def run_node(command: str, file: Path) -> Any:
+def run_node(command: str, *files: Path) -> Any:
     node = shutil.which("node")
     if node is None or not (TYPESCRIPT / "package.json").is_file():
         pytest.fail(f"node and {TYPESCRIPT} are needed to read the agent's TypeScript: run scripts/bootstrap.sh")
-    done = subprocess.run([node, str(SCRIPT), command, str(file)], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([node, str(SCRIPT), command, *map(str, files)], capture_output=True, text=True, timeout=60)
     if done.returncode != 0:
-        pytest.fail(f"agent_ts.cjs {command} {file.name} failed:\n{done.stderr}")
+        pytest.fail(f"agent_ts.cjs {command} {' '.join(f.name for f in files)} failed:\n{done.stderr}")
     return json.loads(done.stdout)
 
 
 @functools.cache
 def protocol_facts() -> dict[str, Any]:
-    facts: dict[str, Any] = run_node("protocol", PROTOCOL_TS)
+    facts: dict[str, Any] = run_node("protocol", *PROTOCOL_TS)
     return facts
 
 

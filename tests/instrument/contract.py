@@ -1,11 +1,12 @@
 """Shapes of messages on both sides of the agent <-> host boundary in one vocabulary, and their differences.
 
 The agent's side comes from agent_ts.protocol_facts() (the TypeScript compiler's reading of
-agent/src/common/protocol.ts); the host's from Python annotations: the pydantic models of agent->host messages
-and the TypedDicts of host->agent requests in strobe.instrument.protocol. A shape is a dict such as
-{"kind": "string"}, {"kind": "array", "of": shape} or {"kind": "object", "fields": {name: {"optional": bool,
-"type": shape}}} (agent_ts.cjs lists the kinds). `differences(agent, host, "TraceBatch")` returns one line per
-disagreement, naming the message and field; `value_errors(value, agent, where)` checks a value the host sends.
+agent/src/common/protocol.ts and requests.ts); the host's from Python annotations: the pydantic models of
+agent->host messages in strobe.instrument.protocol and the TypedDicts of host->agent requests in
+strobe.instrument.requests. A shape is a dict such as {"kind": "string"}, {"kind": "array", "of": shape} or
+{"kind": "object", "fields": {name: {"optional": bool, "type": shape}}} (agent_ts.cjs lists the kinds).
+`differences(agent, host, "TraceBatch")` returns one line per disagreement, naming the message and field;
+`value_errors(value, agent, where)` checks a value the host sends.
 
     differences(ts.shape("HooksRequest"), python_shape(HooksRequest), "HooksRequest")  # [] when they agree
 """
@@ -23,7 +24,7 @@ UNKNOWN: Shape = {"kind": "unknown"}
 
 
 class AgentTypes:
-    """The interfaces and aliases of protocol.ts, with `ref`s resolved by name."""
+    """The interfaces and aliases of protocol.ts and requests.ts, with `ref`s resolved by name."""
 
     def __init__(self, facts: dict[str, Any]) -> None:
         self.interfaces: dict[str, dict[str, Any]] = facts["interfaces"]
@@ -35,7 +36,7 @@ class AgentTypes:
             return {"kind": "object", "fields": self.interfaces[name]}
         if name in self.aliases:
             return self.resolve(self.aliases[name])
-        raise KeyError(f"protocol.ts declares no interface or type named {name}")
+        raise KeyError(f"protocol.ts and requests.ts declare no interface or type named {name}")
 
     def resolve(self, shape: Shape) -> Shape:
         return self.shape(shape["name"]) if shape["kind"] == "ref" else shape

@@ -1,8 +1,8 @@
 """One contract between the agent and the host, checked from both ends.
 
-- Every message interface of agent/src/common/protocol.ts, read by the TypeScript compiler (tag, fields,
-  optional or not, basic types, nested types), equals the host's: the pydantic model parsing it (agent -> host)
-  or the TypedDict of the request (host -> agent) in strobe.instrument.protocol.
+- Every message interface of agent/src/common/protocol.ts and requests.ts, read by the TypeScript compiler (tag,
+  fields, optional or not, basic types, nested types), equals the host's: the pydantic model parsing it (agent ->
+  host) in strobe.instrument.protocol, or the TypedDict of the request (host -> agent) in strobe.instrument.requests.
 - What the host really posts (handle.ProcessHandle's requests and acks) fits the agent's interfaces.
 - PROTOCOL_VERSION, and the trace record constants and field offsets of records.py, equal the agent's
   (native/layout.ts, which the C structs are checked against when they compile; see test_tracer_c.py).
@@ -20,7 +20,7 @@ import pytest
 from tests.instrument.agent_ts import PROTOCOL_TS, layout_facts, protocol_facts, run_node
 from tests.instrument.contract import AgentTypes, differences, python_shape, value_errors
 
-from strobe.instrument import protocol, records
+from strobe.instrument import protocol, records, requests
 from strobe.instrument.handle import ProcessHandle
 from strobe.instrument.launcher import Launcher
 
@@ -37,9 +37,10 @@ def host_messages() -> dict[str, type]:
 
 
 def host_requests() -> dict[str, type]:
-    """tag -> the TypedDict describing a request the host sends."""
+    """tag -> the TypedDict describing a request the host sends (requests.py; protocol.py is read too, so that a
+    request declared there is not missed)."""
     out = {}
-    for value in vars(protocol).values():
+    for value in {**vars(protocol), **vars(requests)}.values():
         if is_typeddict(value) and "type" in get_type_hints(value):
             out[get_args(get_type_hints(value)["type"])[0]] = value
     return out
@@ -74,22 +75,22 @@ def test_request_shapes_agree(tag: str) -> None:
 
 
 def test_a_disagreement_names_the_message_and_the_field(tmp_path: Path) -> None:
-    changed = tmp_path / "protocol.ts"
-    text = PROTOCOL_TS.read_text()
+    texts = {path.name: path.read_text() for path in PROTOCOL_TS}
     for old, new in [("  firstSeq: number;", "  firstSequence: number;"),
                      ("  scanned?: boolean;", "  scanned: boolean;"),
                      ('  action: "add" | "remove";', '  action: "add" | "replace";'),
                      ("  funcs: number[] | null;\n}\n\nexport interface JsWatchSpec", "  funcs: number[];\n}\n\n"
                                                                                        "export interface JsWatchSpec")]:
-        assert old in text
-        text = text.replace(old, new)
-    changed.write_text(text)
-    ts = AgentTypes(run_node("protocol", changed))
+        [name] = [name for name, text in texts.items() if old in text]
+        texts[name] = texts[name].replace(old, new)
+    for name, text in texts.items():
+        (tmp_path / name).write_text(text)
+    ts = AgentTypes(run_node("protocol", *(tmp_path / path.name for path in PROTOCOL_TS)))
     found = [
         *differences(ts.shape("TraceBatch"), python_shape(protocol.TraceBatch), "TraceBatch", ts),
         *differences(ts.shape("CrashReport"), python_shape(protocol.CrashReport), "CrashReport", ts),
-        *differences(ts.shape("HooksRequest"), python_shape(protocol.HooksRequest), "HooksRequest", ts),
-        *differences(ts.shape("WatchesRequest"), python_shape(protocol.WatchesRequest), "WatchesRequest", ts),
+        *differences(ts.shape("HooksRequest"), python_shape(requests.HooksRequest), "HooksRequest", ts),
+        *differences(ts.shape("WatchesRequest"), python_shape(requests.WatchesRequest), "WatchesRequest", ts),
     ]
     assert found == [
         "TraceBatch.firstSeq: in the host's model, not in the agent's interface",

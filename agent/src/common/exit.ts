@@ -10,7 +10,8 @@
 // (daemon/exits.py), and records made since the last drain are lost with the process.
 
 import { unheard } from "./forks.js";
-import { CrashAck, emit, ExitAck } from "./protocol.js";
+import { emit } from "./protocol.js";
+import { CrashAck, ExitAck } from "./requests.js";
 
 // The longest a thread waits for the host's acknowledgement (of an exit code, of a crash report). A daemon that
 // is stopped or slow must not hold the program in exit() or a crash handler for longer.

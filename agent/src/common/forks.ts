@@ -18,7 +18,8 @@
 // hook.) The daemon `release`s the lifeline before a deliberate detach. When a group leader exits, only the
 // exiting process stays tied: children left running after it, in a session that has ended, are not killed later.
 
-import { emit, LifelineRequest, LifelineState, ReleaseRequest } from "./protocol.js";
+import { emit, LifelineState } from "./protocol.js";
+import { LifelineRequest, ReleaseRequest } from "./requests.js";
 
 const getpid = new NativeFunction(Module.getGlobalExportByName("getpid"), "int", []);
 const getpgrp = new NativeFunction(Module.getGlobalExportByName("getpgrp"), "int", []);

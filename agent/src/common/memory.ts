@@ -3,9 +3,8 @@
 // only follows pointers and copies bytes; decoding into values happens on the host. A read never
 // crashes the target: Frida turns an access violation into an exception, reported per target.
 
-import {
-  emit, PollSpec, ReadMemoryRequest, ReadRecipe, ReadResult, WriteMemoryRequest, WriteResult, WriteTarget,
-} from "./protocol.js";
+import { emit, ReadResult, WriteResult } from "./protocol.js";
+import { PollSpec, ReadMemoryRequest, ReadRecipe, WriteMemoryRequest, WriteTarget } from "./requests.js";
 
 const MAX_STRING = 1024;
 

@@ -7,7 +7,8 @@
 // The program's own write goes on unchanged (the hook only reads its buffer after the call). Hooks go with the
 // script when the host detaches.
 
-import { CaptureOutputRequest, emit, OutputCapture } from "./protocol.js";
+import { emit, OutputCapture } from "./protocol.js";
+import { CaptureOutputRequest } from "./requests.js";
 
 const MAX_CHUNK = 1 << 20; // bytes per message: a huge write arrives in several
 

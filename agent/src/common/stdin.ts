@@ -6,7 +6,8 @@
 // at descriptor 0. The daemon writes the input and closes its end: the program reads end-of-file. Children inherit
 // descriptor 0 as usual.
 
-import { emit, StdinRequest, StdinState } from "./protocol.js";
+import { emit, StdinState } from "./protocol.js";
+import { StdinRequest } from "./requests.js";
 
 const openFile = new SystemFunction(Module.getGlobalExportByName("open"), "int", ["pointer", "int", "...", "int"]);
 const dup2 = new SystemFunction(Module.getGlobalExportByName("dup2"), "int", ["int", "int"]);

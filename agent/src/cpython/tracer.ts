@@ -7,7 +7,8 @@
 // tracer's own thread reads; a command that does not fit waits in a queue, never blocking this thread
 // (which the tracer's thread may be waiting on to send a batch).
 
-import { emit, PyCommandRequest, PySetupRequest } from "../common/protocol.js";
+import { emit } from "../common/protocol.js";
+import { PyCommandRequest, PySetupRequest } from "../common/requests.js";
 
 const O_NONBLOCK = 0o4000;
 const O_CLOEXEC = 0o2000000;

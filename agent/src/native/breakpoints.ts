@@ -7,9 +7,8 @@
 // to step (stepping.ts). When the script goes away (the daemon detaches, stops or dies), wait() throws and the
 // thread goes on: a process is never left stopped by Strobe.
 
-import {
-  BreakpointFailure, BreakpointSpec, ConditionArg, LogpointHit, PauseReport, ResumeRequest, StepKind, ValueRead, emit,
-} from "../common/protocol.js";
+import { BreakpointFailure, LogpointHit, PauseReport, emit } from "../common/protocol.js";
+import { BreakpointSpec, ConditionArg, ResumeRequest, StepKind, ValueRead } from "../common/requests.js";
 import { snapshot } from "../common/crash.js";
 import { monotonicNow } from "../common/memory.js";
 import { Stepper } from "./stepping.js";

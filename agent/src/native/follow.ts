@@ -13,7 +13,7 @@
 // copied from a scratch buffer its register words are written to. Reads never crash the target: Frida turns
 // an access violation into an exception.
 
-import { FollowFunction, FollowNode } from "../common/protocol.js";
+import { FollowFunction, FollowNode } from "../common/requests.js";
 import {
   KIND_ENTER,
   RECORD_ARG_SIZE,

@@ -12,7 +12,7 @@
 // The first place reached ends the step: every temporary trap goes, and the thread pauses there. A breakpoint the
 // thread hits meanwhile ends it too (its pause is the answer).
 
-import { StepKind, StepPlan } from "../common/protocol.js";
+import { StepKind, StepPlan } from "../common/requests.js";
 import { Traps } from "./traps.js";
 
 // How a step ends: where, and whether it is a function's first instruction (its frame not set up yet).

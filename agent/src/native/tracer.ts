@@ -4,8 +4,8 @@
 // offsets of layout.ts. No JavaScript runs per call except where a JavaScript watch or a followed pointer
 // asks for it.
 
-import { emit, FollowFunction, HookFailure, HookTarget, JsWatchSpec, NativeWatchSpec, SamplingConfig, WatchError }
-  from "../common/protocol.js";
+import { emit, HookFailure, WatchError } from "../common/protocol.js";
+import { FollowFunction, HookTarget, JsWatchSpec, NativeWatchSpec, SamplingConfig } from "../common/requests.js";
 import type { RuntimeTracer } from "../runtimes.js";
 import { createTracerModule } from "./cmodule.js";
 import { ArgFollower } from "./follow.js";

@@ -4,7 +4,8 @@
 // committed; the values are kept by the record's sequence number and leave with the batch holding it.
 
 import { readRecipe } from "../common/memory.js";
-import { JsWatchSpec, WatchError } from "../common/protocol.js";
+import { WatchError } from "../common/protocol.js";
+import { JsWatchSpec } from "../common/requests.js";
 
 const MAX_PENDING = 65536; // records with values waiting to be drained; older ones are dropped (counted)
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from strobe.daemon.breakpoint_state import Breakpoint, Site
 from strobe.daemon.signatures import GPRS, register_plan
 from strobe.errors import StrobeError, ValidationError
-from strobe.instrument.protocol import BreakpointSpec, ConditionArg, ReadKind, ValueRead
+from strobe.instrument.requests import BreakpointSpec, ConditionArg, ReadKind, ValueRead
 from strobe.symbols.addresses import locate
 from strobe.symbols.cfi import cfa_rule
 from strobe.symbols.expressions import STEP, ExpressionError, ReadRecipe, UnknownField, resolve_at, resolve_expression

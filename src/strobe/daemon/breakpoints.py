@@ -43,7 +43,8 @@ from strobe.daemon.symbols import ModuleSymbols, SessionSymbols
 from strobe.daemon.thread_holds import hold_others, release_holds
 from strobe.daemon.tracing import parse_patterns, plan_hooks
 from strobe.errors import StrobeError, ValidationError
-from strobe.instrument.protocol import BreakpointSpec, PauseReport, StepKind
+from strobe.instrument.protocol import PauseReport
+from strobe.instrument.requests import BreakpointSpec, StepKind
 from strobe.store.schema import EventKind
 from strobe.symbols.addresses import line_sites, locate
 from strobe.symbols.cfi import RETURN_ADDRESS_OFFSET

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 
 from strobe.daemon.breakpoint_state import PausedThread
 from strobe.daemon.symbols import ModuleSymbols, SessionSymbols
-from strobe.instrument.protocol import CrashFrame, StepKind, StepPlan
+from strobe.instrument.protocol import CrashFrame
+from strobe.instrument.requests import StepKind, StepPlan
 from strobe.symbols.addresses import line_code_ranges, step_lines
 from strobe.symbols.cfi import cfa_rule
 from strobe.symbols.elf import read_loaded_bytes

@@ -158,7 +158,7 @@ def assign(watches: Sequence[Watch]) -> Assignment:
 def agent_watches(
     assignment: Assignment, hooked: Sequence[tuple[int, str, str | None]], version: int
 ) -> dict[str, object]:
-    """The `watches` message body for the agent (see agent/src/common/protocol.ts WatchesRequest); `version` is
+    """The `watches` message body for the agent (see agent/src/common/requests.ts WatchesRequest); `version` is
     stamped on the batches recorded under these watches (ingest.WatchVersions)."""
     native = []
     for slot, watch in assignment.native:

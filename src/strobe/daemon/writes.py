@@ -18,7 +18,7 @@ from strobe.daemon.reads import still_paused
 from strobe.daemon.registry import LiveSessions
 from strobe.daemon.services import Services
 from strobe.errors import ValidationError
-from strobe.instrument.protocol import ReadRecipe, WriteTarget
+from strobe.instrument.requests import ReadRecipe, WriteTarget
 
 _FLOATS = {4: "<f", 8: "<d"}
 

@@ -36,7 +36,6 @@ from strobe.instrument.handle import (
     ProcessObserver,
 )
 from strobe.instrument.protocol import (
-    EXIT_ACK,
     PROTOCOL_VERSION,
     AgentLoaded,
     AgentLog,
@@ -66,6 +65,7 @@ from strobe.instrument.protocol import (
 )
 from strobe.instrument.reaper import Reaper
 from strobe.instrument.records import RECORD_SIZE
+from strobe.instrument.requests import EXIT_ACK
 
 log = logging.getLogger(__name__)
 

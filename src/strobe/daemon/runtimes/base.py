@@ -28,7 +28,8 @@ from typing import Any, Protocol, TypeVar
 
 from strobe.daemon.ingest import SlotTable, TraceIngest
 from strobe.daemon.symbols import SessionSymbols, TraceableFunction
-from strobe.instrument.protocol import ModuleInfo, StepPlan, WatchesUpdated
+from strobe.instrument.protocol import ModuleInfo, WatchesUpdated
+from strobe.instrument.requests import StepPlan
 from strobe.store.writer import Writer
 
 T = TypeVar("T")
