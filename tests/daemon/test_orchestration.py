@@ -69,7 +69,7 @@ async def ended(manager: SessionManager, session_id: str) -> Any:
 
 async def test_launch_hook_exit_settle(world: Any, tmp_path: Path) -> None:
     manager, launcher, _ = world
-    await manager.stage_patterns(["app::*"], [], "/proj")
+    await manager.tracing.stage_patterns(["app::*"], [], "/proj")
     launched = await manager.launch(COMMAND, "/proj", {}, manager.settings.for_project("/proj"))
     handle = launcher.handles[launched.pid]
     assert launched.hooked == 2 and len(handle.hooked) == 2  # hooked before it was resumed
@@ -85,7 +85,7 @@ async def test_trace_reaches_every_process_and_warns_once(world: Any) -> None:
     launched = await manager.launch(COMMAND, "/proj", {}, manager.settings.for_project("/proj"))
     child = launcher.fork(launched.pid)
     await until(lambda: _resumed(launcher, child.pid), "the child to be resumed")
-    state = await manager.trace(launched.session_id, ["app::*"], [], manager.settings.for_project("/proj"))
+    state = await manager.tracing.trace(launched.session_id, ["app::*"], [], manager.settings.for_project("/proj"))
     assert state.hooked == 2 and state.matched == 3
     assert [w for w in state.warnings if "app::tiny" in w] == [
         "Could not hook app::tiny: unable to intercept function (too small to hook, or not code)."]
@@ -95,7 +95,7 @@ async def test_trace_reaches_every_process_and_warns_once(world: Any) -> None:
 
 async def test_a_child_adopted_then_crashing(world: Any) -> None:
     manager, launcher, _ = world
-    await manager.stage_patterns(["app::run"], [], "/proj")
+    await manager.tracing.stage_patterns(["app::run"], [], "/proj")
     launched = await manager.launch(COMMAND, "/proj", {}, manager.settings.for_project("/proj"))
     child = launcher.fork(launched.pid)
     await until(lambda: _resumed(launcher, child.pid), "the child to be resumed")
@@ -114,7 +114,7 @@ async def test_a_child_adopted_then_crashing(world: Any) -> None:
 
 async def test_stop_during_launch(world: Any) -> None:
     manager, launcher, images = world
-    await manager.stage_patterns(["app::*"], [], "/proj")
+    await manager.tracing.stage_patterns(["app::*"], [], "/proj")
     images.hold = asyncio.Event()  # the index is still loading: hooking waits
     launch = asyncio.ensure_future(manager.launch(COMMAND, "/proj", {}, manager.settings.for_project("/proj")))
     live = await until(lambda: _first_live(manager), "the session to be recorded")
@@ -131,13 +131,13 @@ async def test_stop_during_launch(world: Any) -> None:
 async def test_exec_rebinds_the_launched_process(world: Any) -> None:
     manager, launcher, _ = world
     launched = await manager.launch(COMMAND, "/proj", {}, manager.settings.for_project("/proj"))
-    await manager.trace(launched.session_id, ["app::parse"], [], manager.settings.for_project("/proj"))
+    await manager.tracing.trace(launched.session_id, ["app::parse"], [], manager.settings.for_project("/proj"))
     new = launcher.exec(launched.pid, TOOL)
     await until(lambda: _resumed(launcher, new.pid, times=2), "the new image to be resumed")
     assert len(new.hooked) == 1  # the patterns matched again in the new program: its own app::parse
     rows = await processes(manager, launched.session_id)
     assert rows[launched.pid].binary_path == TOOL and rows[launched.pid].status is SessionStatus.RUNNING
-    state = await manager.trace(launched.session_id, ["tool::*"], [], manager.settings.for_project("/proj"))
+    state = await manager.tracing.trace(launched.session_id, ["tool::*"], [], manager.settings.for_project("/proj"))
     assert state.hooked == 2 and len(new.hooked) == 2
     launcher.end(launched.pid, code=0)
     assert (await ended(manager, launched.session_id)).status is SessionStatus.EXITED

@@ -25,7 +25,8 @@ from strobe.paths import private_dir
 from strobe.store import test_durations
 from strobe.testing import adapters
 from strobe.testing.model import TestCommand, TestLevel
-from strobe.testing.runner import TestRun, TestRunner
+from strobe.testing.run_state import TestRun
+from strobe.testing.runner import TestRunner
 
 log = logging.getLogger(__name__)
 

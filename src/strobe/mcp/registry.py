@@ -8,7 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from strobe.daemon.sessions import DEFAULT_CLIENT, SessionManager
+from strobe.daemon.sessions import SessionManager
+from strobe.daemon.trace_requests import DEFAULT_CLIENT
 from strobe.paths import StrobePaths
 from strobe.settings import SettingsSource
 

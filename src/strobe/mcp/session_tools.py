@@ -29,7 +29,7 @@ async def launch(ctx: ToolContext, req: LaunchRequest) -> dict[str, Any]:
         lambda: use_debug_files(command.binary_path, settings.debug_directories, symbols_path))
     stdin = await anyio.to_thread.run_sync(  # a missing or unreadable stdinFile fails here, before any spawn
         lambda: StdinSource.of(req.stdin, req.stdinFile, req.keepStdinOpen))
-    pending = len(ctx.manager.pending_patterns(ctx.connection))
+    pending = len(ctx.manager.tracing.pending_patterns(ctx.connection))
     try:
         launched = await ctx.manager.launch(command, req.projectRoot, req.env, settings, ctx.connection, stdin)
     except BaseException:
@@ -69,7 +69,7 @@ async def attach(ctx: ToolContext, req: LaunchRequest, pid: int) -> dict[str, An
     symbols_path = req.symbolsPath
     debug_warnings = await anyio.to_thread.run_sync(
         lambda: use_debug_files(program, settings.debug_directories, symbols_path))
-    pending = len(ctx.manager.pending_patterns(ctx.connection))
+    pending = len(ctx.manager.tracing.pending_patterns(ctx.connection))
     launched = await ctx.manager.attach(pid, req.projectRoot, settings, ctx.connection)
     sid = launched.session_id
     result: dict[str, Any] = {

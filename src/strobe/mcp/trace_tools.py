@@ -31,10 +31,10 @@ async def trace(ctx: ToolContext, req: TraceRequest) -> dict[str, Any]:
         )
     if req.sessionId is None:
         settings = ctx.settings.for_project(req.projectRoot)
-        warnings = await manager.stage_patterns(req.add, req.remove, req.projectRoot, ctx.connection)
+        warnings = await manager.tracing.stage_patterns(req.add, req.remove, req.projectRoot, ctx.connection)
         return {
             "mode": "pending",
-            "activePatterns": manager.pending_patterns(ctx.connection),
+            "activePatterns": manager.tracing.pending_patterns(ctx.connection),
             "hookedFunctions": 0,
             "activeWatches": [],
             "warnings": [*settings.warnings, *warnings],
@@ -48,8 +48,8 @@ async def trace(ctx: ToolContext, req: TraceRequest) -> dict[str, Any]:
     record = await manager.get_record(req.sessionId)
     settings = ctx.settings.for_project(record.project_root)
     if req.serializationDepth is not None:
-        await manager.set_serialization_depth(req.sessionId, req.serializationDepth)
-    state = await manager.trace(req.sessionId, req.add, req.remove, settings, watch_add, watch_remove)
+        await manager.tracing.set_serialization_depth(req.sessionId, req.serializationDepth)
+    state = await manager.tracing.trace(req.sessionId, req.add, req.remove, settings, watch_add, watch_remove)
     result: dict[str, Any] = {
         "mode": "runtime",
         "activePatterns": state.patterns,

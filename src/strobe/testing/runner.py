@@ -3,8 +3,8 @@
 A run spawns the adapter's command in its own session (so the whole tree can be killed), streams its output
 into the adapter's live progress and a details file, samples the stuck detector every couple of seconds, and
 enforces a hard time limit per level (or the run's own `timeout_s`). At the end the adapter parses the framework's
-report and the run's result takes the shape of debug_test_status's response. Runs are asyncio tasks; several may
-overlap.
+report and the run's result takes the shape of debug_test_status's response (testing/results.py). Runs are
+asyncio tasks; several may overlap.
 
 Child exit is watched with a pidfd rather than asyncio's subprocess support, which in Python 3.11 does not
 report an exit while a forgotten grandchild still holds the output pipes: here the run ends when the test
@@ -30,17 +30,18 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from strobe.errors import TestRunNotFound, ValidationError
 from strobe.instrument.reaper import Reaper
 from strobe.paths import private_dir, private_opener
 from strobe.testing.adapters.base import FinishedRun, TestAdapter
-from strobe.testing.model import LiveProgress, Outcome, ParsedRun, TestCase, TestCommand, TestLevel
+from strobe.testing.model import Outcome, ParsedRun, TestCommand, TestLevel
+from strobe.testing.results import run_result, write_results
+from strobe.testing.run_state import TestRun
 from strobe.testing.stacks import all_processes, pipe_holders
-from strobe.testing.stuck import SAMPLE_INTERVAL_S, StuckDetector, StuckVerdict
+from strobe.testing.stuck import SAMPLE_INTERVAL_S, StuckDetector
 
 log = logging.getLogger(__name__)
 
@@ -55,41 +56,6 @@ READ_CHUNK = 65536
 Baselines = Callable[[str, str], float | None]  # (framework, test name) -> average duration in ms
 RecordDurations = Callable[[str, list[tuple[str, float]]], None]  # (framework, [(test name, ms)])
 DetectorFactory = Callable[..., StuckDetector]
-
-
-@dataclass(eq=False)
-class TestRun:
-    """One run's state. `status` is "running", "completed" or "failed"; `result`/`error` are set at the end."""
-
-    __test__ = False  # not a pytest test class, despite the name
-
-    id: str
-    adapter: TestAdapter
-    command: TestCommand
-    test_name: str | None
-    level: TestLevel | None
-    project_root: Path
-    details: Path
-    started: float = field(default_factory=time.monotonic)
-    progress: LiveProgress = field(default_factory=LiveProgress)
-    status: str = "running"
-    result: dict[str, Any] | None = None
-    error: str | None = None
-    verdict: StuckVerdict | None = None
-    cancelled: bool = False
-    done: asyncio.Event = field(default_factory=asyncio.Event)
-    process: subprocess.Popen[bytes] | None = None
-    detector: StuckDetector | None = None
-    task: asyncio.Task[None] | None = None
-    output: dict[str, list[bytes]] = field(default_factory=lambda: {"stdout": [], "stderr": []})
-    pipes: set[int] = field(default_factory=set)  # inodes of the output pipes, to find processes holding them
-    log_file: TextIO | None = None
-    user_command: str | None = None  # debug_test's `command` (a test binary), for rerun commands
-    launcher: list[str] = field(default_factory=list)  # put before command.argv when spawned (a traced run's gate)
-    timeout_s: float | None = None  # the run's own time limit, instead of its level's
-
-    def fail(self, error: str) -> None:
-        self.status, self.error = "failed", error
 
 
 class TestRunner:
@@ -342,8 +308,8 @@ class TestRunner:
         elif parsed.error and not run.verdict:
             run.fail(f"{parsed.error}\n(full output: {run.details})")
         else:
-            run.status, run.result = "completed", self._result(run, parsed.cases, duration_ms)
-        self._write_results(run, parsed, code)
+            run.status, run.result = "completed", run_result(run, parsed.cases, duration_ms)
+        write_results(run, parsed, code)
         durations = [(c.name, c.duration_ms) for c in parsed.cases if c.duration_ms is not None
                      and c.outcome is not Outcome.SKIPPED]
         if self._record and durations and not run.cancelled:
@@ -351,76 +317,6 @@ class TestRunner:
                 self._record(run.adapter.name, [(name, float(ms)) for name, ms in durations])
             except Exception:
                 log.exception("recording test durations failed")
-
-    def _result(self, run: TestRun, cases: list[TestCase], duration_ms: int) -> dict[str, Any]:
-        counts = {o: sum(1 for c in cases if c.outcome is o) for o in Outcome}
-        if not cases and run.verdict:  # killed before any report: the live counts are all there is
-            counts = {Outcome.PASSED: run.progress.passed, Outcome.FAILED: run.progress.failed,
-                      Outcome.SKIPPED: run.progress.skipped}
-        summary: dict[str, Any] = {"passed": counts[Outcome.PASSED], "failed": counts[Outcome.FAILED],
-                                   "skipped": counts[Outcome.SKIPPED], "durationMs": duration_ms}
-        result: dict[str, Any] = {"framework": run.adapter.display_name, "summary": summary,
-                                  "failures": [self._failure(run, c) for c in cases
-                                               if c.outcome is Outcome.FAILED],
-                                  "stuck": [], "details": str(run.details)}
-        if run.verdict:
-            summary["stuck"] = 1
-            current = run.progress.current_started_ns
-            elapsed = (time.monotonic_ns() - current) // 1_000_000 if current else duration_ms
-            whole = run.user_command or Path(run.command.argv[0]).name
-            name = run.progress.current_test or run.test_name or f"(whole run of {whole})"
-            result["stuck"].append({"name": name, "kind": run.verdict.kind.value, "elapsedMs": elapsed,
-                                    "diagnosis": run.verdict.diagnosis,
-                                    "threads": run.verdict.threads(), "suggestedTraces": run.verdict.suggested_traces})
-        elif not cases:
-            info = run.adapter.project_info(run.project_root)
-            result["noTests"] = True
-            result["project"] = {"language": info.language, "buildSystem": info.build_system,
-                                 "testFiles": info.test_files}
-            result["hint"] = _no_tests_hint(run)
-        return result
-
-    @staticmethod
-    def _failure(run: TestRun, case: TestCase) -> dict[str, Any]:
-        adapter = run.adapter
-        try:
-            traces = adapter.suggest_traces(case)
-        except Exception:
-            log.exception("%s.suggest_traces failed", adapter.name)
-            traces = []
-        failure: dict[str, Any] = {"name": case.name, "message": case.message or "Failed (no message in the report)",
-                                   "suggestedTraces": traces}
-        try:
-            failure["rerunCommand"] = adapter.rerun_command(run.project_root, case.name, run.user_command)
-        except Exception:  # a hint only
-            log.exception("%s.rerun_command failed", adapter.name)
-        if case.file:
-            failure["file"] = case.file
-        if case.line is not None:
-            failure["line"] = case.line
-        return failure
-
-    def _write_results(self, run: TestRun, parsed: ParsedRun, code: int) -> None:
-        if run.log_file is None:
-            return
-        out = run.log_file
-        out.write(f"\n# ---- exit status {code}; {len(parsed.cases)} test(s) in the report ----\n")
-        if parsed.error:
-            out.write(f"# report error: {parsed.error}\n")
-        for case in parsed.cases:
-            where = f" ({case.file}:{case.line})" if case.file else ""
-            took = f" [{case.duration_ms:.0f} ms]" if case.duration_ms is not None else ""
-            out.write(f"\n{case.outcome.value.upper()} {case.name}{where}{took}\n")
-            for label, text in (("message", case.message), ("output", case.output)):
-                if text:
-                    out.write(f"  {label}:\n" + "".join(f"    {line}\n" for line in text.splitlines()))
-            if case.stack:
-                out.write("  stack:\n" + "".join(f"    {frame}\n" for frame in case.stack))
-        if run.verdict:
-            out.write(f"\nSTUCK: {run.verdict.diagnosis}\n")
-            for thread in run.verdict.threads():
-                out.write(f"  thread {thread['name']}:\n")
-                out.write("".join(f"    {frame}\n" for frame in thread["stack"]))
 
     # ---- progress ----
 
@@ -506,16 +402,6 @@ def _spawn_error(command: TestCommand, exc: Exception) -> str:
     if isinstance(exc, PermissionError):
         return f"Could not start the tests: `{program}` is not executable (chmod +x it, or check its path)."
     return f"Could not start the tests ({exc}). Command: {shlex.join(command.argv)} in {command.cwd}"
-
-
-def _no_tests_hint(run: TestRun) -> str:
-    name = run.adapter.display_name
-    if run.test_name:
-        return (f"No test matched '{run.test_name}'. The name is matched as a substring where {name} allows: check "
-                "the spelling, or run without `test` to see every test's name.")
-    level = f" at level '{run.level.value}' (omit `level` to run them all)" if run.level else ""
-    return (f"{name} ran but reported no tests{level}. Check that the test files follow {name}'s naming "
-            f"conventions, or pass `framework` if {name} is the wrong framework for this project.")
 
 
 def _duration(seconds: float) -> str:
