@@ -62,7 +62,7 @@ JSONRPC_REQUEST_CODES = {-32700: "parse error", -32600: "invalid request", -3260
 SPEC_CODES = {code.value for code in ErrorCode} - {ErrorCode.INTERNAL_ERROR.value}
 KNOWN_TOOLS = {"debug_launch", "debug_stop", "debug_list_sessions", "debug_delete_session", "debug_trace",
                "debug_query", "debug_read", "debug_test", "debug_test_status", "debug_breakpoint", "debug_logpoint",
-               "debug_continue", "debug_write"}
+               "debug_continue", "debug_write", "debug_input", "debug_stacks", "debug_export"}
 
 FUZZ_TARGET = r"""
 /* The fuzz test's program: globals of several shapes to read and watch, a few functions to trace. Built twice:
@@ -298,6 +298,15 @@ def overrides(tool: str, paths: Paths) -> dict[str, Values]:
         common["sessionId"] = Values(st.none() | SESSION_IDS.good, SESSION_IDS.junk)
     if tool == "debug_launch":
         common["command"] = commands(paths, test_run=False)
+        # Never a real process: no pid above 2**22 exists (the kernel's pid_max limit); the attach path has its own
+        # tests (tests/e2e/test_attach.py).
+        common["pid"] = Values(st.sampled_from([2**22 + 1, 2**31 - 1]), st.sampled_from([0, -1, 2**31, "1", 1.5]))
+        common["stdinFile"] = Values(st.sampled_from([str(paths.notes), NONEXISTENT, str(paths.build)]),
+                                     st.sampled_from(["relative.txt", "", "/dev/zero", *LONG_PATHS]))
+    if tool == "debug_export":
+        common["path"] = Values(st.sampled_from([str(paths.build), str(paths.build / "fuzz-export.json"),
+                                                 f"{NONEXISTENT}/x.json"]),
+                                st.sampled_from(["relative.json", "", *LONG_PATHS]) | st.text(max_size=20))
     if tool == "debug_test":
         common["command"] = commands(paths, test_run=True)
         common["projectRoot"] = Values(roots.good, st.sampled_from([NONEXISTENT, "relative/dir", ".", str(paths.once),
@@ -378,7 +387,9 @@ ALWAYS_GIVEN = {("debug_test", "command")}
 UNSAFE = {("debug_launch", "command"), ("debug_test", "command"), ("debug_test", "projectRoot"),
           ("debug_test", "framework"), ("debug_trace", "watches.add[].expr"), ("debug_test", "watches.add[].expr"),
           # JavaScript run in the target, and writes into its memory: only from the lists below
-          ("debug_breakpoint", "add[]"), ("debug_logpoint", "add[]"), ("debug_write", "targets[]")}
+          ("debug_breakpoint", "add[]"), ("debug_logpoint", "add[]"), ("debug_write", "targets[]"),
+          # a process to attach to (pid 1 is init), a file to read into a program, a file to write
+          ("debug_launch", "pid"), ("debug_launch", "stdinFile"), ("debug_export", "path")}
 
 
 def _kinds(schema: dict[str, Any]) -> set[str]:

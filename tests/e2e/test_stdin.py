@@ -159,3 +159,16 @@ async def test_debug_input_errors(strobe: StrobeClient, c_target: Callable[[str]
     ended = await strobe.error("debug_input", sessionId=closed, text="1\n")
     assert ended.code == "PROCESS_EXITED"
     await strobe.call("debug_stop", sessionId=closed)
+
+
+async def test_a_program_that_never_reads_its_large_stdin_still_ends(
+    strobe: StrobeClient, c_target: Callable[[str], Path], project: Path
+) -> None:
+    """More input than the pipe holds, for a program that exits without reading it: the session ends as the program
+    does (found by the tool fuzzer: a 1 MiB stdin kept a short-lived program's session running)."""
+    program = c_target("hello")
+    launched = await strobe.call("debug_launch", command=str(program), projectRoot=str(project),
+                                 stdin="*" * 1_000_000)
+    ended = await strobe.wait_for_status(launched["sessionId"], "exited", timeout=30)
+    assert ended["exitCode"] == 7  # hello's own
+    await strobe.call("debug_stop", sessionId=launched["sessionId"])
