@@ -12,7 +12,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -115,6 +115,22 @@ class Launching:
         return LiveSession(placeholder, self._services.writer, self._services.ingest, asyncio.get_running_loop(),
                            self._events, settings, owns_output=owns_output)
 
+    async def _unabandoned(self, work: Coroutine[Any, Any, tuple[LiveSession, list[str]]], what: str
+                           ) -> tuple[LiveSession, list[str]]:
+        """Run a launch or an attach in a task of its own that the caller's cancellation does not reach: a caller
+        that goes away leaves a session that runs until stopped (_orphan_launched logs it), never a process
+        suspended under Frida or an agent nobody owns."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._unfinished.add(task)
+        task.add_done_callback(self._unfinished.discard)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done():
+                log.info("%s goes on without its caller (its request was cancelled)", what)
+                task.add_done_callback(_orphan_launched)
+            raise
+
     async def launch(self, command: ResolvedCommand, project_root: str, env: dict[str, str], settings: Settings,
                      apply_pending: ApplyPending, stdin: StdinSource | None = None) -> tuple[LiveSession, list[str]]:
         """Spawn, record, install the staged patterns, resume. Returns the session and warnings.
@@ -122,17 +138,8 @@ class Launching:
         The work runs in a task of its own that the caller's cancellation does not reach: cancelled between the
         spawn and the resume (anyio cancels again at every await), it would leave the process suspended under
         Frida with nobody to resume or kill it."""
-        work = asyncio.get_running_loop().create_task(
-            self._launch(command, project_root, env, settings, apply_pending, stdin))
-        self._unfinished.add(work)
-        work.add_done_callback(self._unfinished.discard)
-        try:
-            return await asyncio.shield(work)
-        except asyncio.CancelledError:
-            if not work.done():
-                log.info("the launch of %s goes on without its caller (its request was cancelled)", command.binary_path)
-                work.add_done_callback(_orphan_launched)
-            raise
+        return await self._unabandoned(self._launch(command, project_root, env, settings, apply_pending, stdin),
+                                       f"the launch of {command.binary_path}")
 
     async def _launch(self, command: ResolvedCommand, project_root: str, env: dict[str, str], settings: Settings,
                       apply_pending: ApplyPending, stdin: StdinSource | None) -> tuple[LiveSession, list[str]]:
@@ -215,16 +222,8 @@ class Launching:
         on, the staged patterns hooked; it is never tied to the daemon's life (Lifecycle.detach lets go of it).
         `own_pids`: the daemon's own processes, which cannot be attached to. Like a launch, it runs in a task of its
         own: a caller that goes away leaves a session, never an agent nobody owns."""
-        work = asyncio.get_running_loop().create_task(
-            self._attach_running(pid, project_root, settings, apply_pending, own_pids))
-        self._unfinished.add(work)
-        work.add_done_callback(self._unfinished.discard)
-        try:
-            return await asyncio.shield(work)
-        except asyncio.CancelledError:
-            if not work.done():
-                work.add_done_callback(_orphan_launched)
-            raise
+        return await self._unabandoned(
+            self._attach_running(pid, project_root, settings, apply_pending, own_pids), f"the attach to {pid}")
 
     async def _attach_running(self, pid: int, project_root: str, settings: Settings, apply_pending: ApplyPending,
                               own_pids: set[int]) -> tuple[LiveSession, list[str]]:

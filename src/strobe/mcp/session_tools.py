@@ -9,6 +9,7 @@ import anyio
 
 from strobe.daemon.images import use_debug_files
 from strobe.daemon.launching import attachable_program, command_line
+from strobe.daemon.sessions import Launched
 from strobe.daemon.stdin import StdinSource
 from strobe.instrument.command import resolve_command
 from strobe.mcp import wire
@@ -52,13 +53,7 @@ async def launch(ctx: ToolContext, req: LaunchRequest) -> dict[str, Any]:
         if stdin.keep_open:
             result["nextSteps"] += (f" Its stdin stays open: send more with debug_input({{sessionId: '{sid}', "
                                     "text: '…\\n'}), end it with close: true.")
-    if pending:
-        result["pendingPatternsApplied"] = pending
-        result["hookedFunctions"] = launched.hooked
-    warnings = [*settings.warnings, *debug_warnings, *[w for w in launched.warnings if w not in debug_warnings]]
-    if warnings:
-        result["warnings"] = warnings
-    return result
+    return _with_staged_and_warnings(result, launched, pending, [*settings.warnings, *debug_warnings])
 
 
 async def attach(ctx: ToolContext, req: LaunchRequest, pid: int) -> dict[str, Any]:
@@ -84,12 +79,18 @@ async def attach(ctx: ToolContext, req: LaunchRequest, pid: int) -> dict[str, An
             "(kill: true ends it instead)."
         ),
     }
+    return _with_staged_and_warnings(result, launched, pending, [*settings.warnings, *debug_warnings])
+
+
+def _with_staged_and_warnings(result: dict[str, Any], launched: Launched, pending: int, warnings: list[str]
+                              ) -> dict[str, Any]:
+    """A launch's or an attach's answer: what the staged patterns hooked, and every warning once."""
     if pending:
         result["pendingPatternsApplied"] = pending
         result["hookedFunctions"] = launched.hooked
-    warnings = [*settings.warnings, *debug_warnings, *[w for w in launched.warnings if w not in debug_warnings]]
-    if warnings:
-        result["warnings"] = warnings
+    every = [*warnings, *[w for w in launched.warnings if w not in warnings]]
+    if every:
+        result["warnings"] = every
     return result
 
 
