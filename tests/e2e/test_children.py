@@ -66,16 +66,20 @@ async def test_crash_in_a_forked_child_while_the_parent_carries_on(
     assert "child ended by signal 11" in out and "parent carries on" in out
 
 
+@pytest.mark.parametrize("how", ["absolute", "relative"])
 async def test_fork_exec_chain_three_levels_deep(
-    strobe: StrobeClient, c_target: Callable[[str], Path], project: Path, control: Control
+    strobe: StrobeClient, c_target: Callable[[str], Path], project: Path, control: Control, how: str
 ) -> None:
+    """Each child exec()s the program by its absolute path, or by `./family` from its directory: Frida reports the
+    path as the program gave it, and the new image's functions are found either way."""
     binary = c_target("family")
-    sid, root, listed = await run_family(strobe, binary, project, control, "chain", "1", trace=("level_*",))
+    extra = ("relative",) if how == "relative" else ()
+    sid, root, listed = await run_family(strobe, binary, project, control, "chain", "1", *extra, trace=("level_*",))
     processes = {p["pid"]: p for p in listed["processes"]}
     assert len(processes) == 3 and all(p["status"] == "exited" and p["exitCode"] == 0 for p in processes.values())
     second = next(pid for pid, p in processes.items() if p.get("parentPid") == root)
     third = next(pid for pid, p in processes.items() if p.get("parentPid") == second)
-    assert all(Path(p["binaryPath"]).name == "family" for p in processes.values())
+    assert all(p["binaryPath"] == str(binary) for p in processes.values()), processes
 
     enters = await strobe.all_events(sid, eventType="function_enter", verbose=True)
     # Each level's function, hooked in the image each process exec()ed into, recorded with that process's pid.

@@ -3,6 +3,8 @@
  *   family fork-crash CONTROL   forks a child that dereferences NULL; the parent waits for it and carries on
  *   family chain CONTROL 1      level 1 forks a child that exec()s `family chain CONTROL 2`, which does the same
  *                               for level 3: three processes, three images, level_one/two/three called in each
+ *   family chain CONTROL 1 relative   the same, each child chdir()ing to the program's directory and exec()ing it
+ *                               by a relative path (./family)
  *   family spawn CONTROL PROG   posix_spawn()s PROG (built without debug info) and waits for it
  *
  * Each mode prints "ready" and waits for the file "go" in CONTROL (see control.h) before doing anything.
@@ -61,7 +63,7 @@ static int fork_crash(void) {
     return 0;
 }
 
-static int chain(const char *self, int level) {
+static int chain(const char *self, int level, int relative) {
     if (level == 1)
         wait_for_go();
     int (*const steps[])(int) = {level_one, level_two, level_three};
@@ -73,8 +75,18 @@ static int chain(const char *self, int level) {
         if (pid == 0) {
             char next[8];
             snprintf(next, sizeof next, "%d", level + 1);
-            char *const args[] = {(char *)self, "chain", (char *)control, next, NULL};
-            execve(self, args, environ);
+            char program[4096];
+            snprintf(program, sizeof program, "%s", self);
+            char *slash = strrchr(program, '/');
+            if (relative && slash != NULL) {  /* "./family", from the directory it is in */
+                *slash = '\0';
+                if (program[0] != '\0' && chdir(program) != 0)
+                    _exit(126);
+                memmove(program + 2, slash + 1, strlen(slash + 1) + 1);
+                memcpy(program, "./", 2);
+            }
+            char *const args[] = {program, "chain", (char *)control, next, relative ? "relative" : NULL, NULL};
+            execve(program, args, environ);
             _exit(127);
         }
         int status = 0;
@@ -105,7 +117,7 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "fork-crash") == 0)
         return fork_crash();
     if (strcmp(argv[1], "chain") == 0 && argc > 3)
-        return chain(argv[0], atoi(argv[3]));
+        return chain(argv[0], atoi(argv[3]), argc > 4 && strcmp(argv[4], "relative") == 0);
     if (strcmp(argv[1], "spawn") == 0 && argc > 3)
         return spawn(argv[3]);
     return 2;

@@ -136,6 +136,19 @@ def _exe_of(pid: int) -> str:
         return ""
 
 
+def _program_path(pid: int, reported: str) -> str:
+    """The absolute path of the program a gated child runs. Frida reports an exec()'s path as the program gave it:
+    `./family` means the child's working directory, not the daemon's."""
+    if os.path.isabs(reported):
+        return reported
+    if reported:
+        try:
+            return os.path.normpath(os.path.join(os.readlink(f"/proc/{pid}/cwd"), reported))
+        except OSError:
+            pass
+    return _exe_of(pid) or reported
+
+
 class Launcher:
     def __init__(self) -> None:
         self._device: Any = None
@@ -349,7 +362,7 @@ class Launcher:
             log.info("child %d (%s of %d) belongs to no session; resumed untraced", pid, origin, parent)
             self.resume_quietly(pid)
             return
-        path = str(child.path or "") or _exe_of(pid)
+        path = _program_path(pid, str(child.path or ""))
         with self._lock:  # a child of a process Strobe attached to is left running like its parent
             untied = parent in self._untied or pid in self._untied
             if untied:
