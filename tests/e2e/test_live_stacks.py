@@ -139,3 +139,26 @@ async def test_exited_and_unknown_sessions_say_what_to_do(
     unknown = await strobe.error("debug_stacks", sessionId="no-such-session")
     assert unknown.code == "SESSION_NOT_FOUND"
     await strobe.call("debug_stop", sessionId=sid)
+
+
+async def test_a_thread_paused_at_a_breakpoint_reads_as_paused_and_is_left_out(
+    strobe: StrobeClient, c_target: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """breaks.c: w-orders stops at a breakpoint on process_order while w-steady keeps printing. The paused thread is
+    listed as paused at that breakpoint, stopped inside the function it broke on, and not judged stuck."""
+    from tests.e2e.test_breakpoints import launch, paused
+
+    sid = await launch(strobe, c_target("breaks"), tmp_path)
+    [bp] = (await strobe.call("debug_breakpoint", sessionId=sid, add=[{"function": "process_order"}]))["breakpoints"]
+    (tmp_path / "go").touch()
+    [stopped] = await paused(strobe, sid)
+    answer = await strobe.call("debug_stacks", sessionId=sid)
+    threads = {t["name"]: t for p in answer["processes"] for t in p["threads"]}
+    assert threads["w-orders"]["state"] == f"paused at breakpoint {bp['id']}", threads["w-orders"]
+    assert any("process_order" in frame for frame in threads["w-orders"]["frames"]), threads["w-orders"]["frames"]
+    assert threads["w-steady"]["state"] != threads["w-orders"]["state"]
+    assert stopped["threadId"] not in [t.get("tid") for t in answer["diagnosis"]["threads"]], answer["diagnosis"]
+    # w-steady sleeps 5 ms between ticks, so both captures may find it in usleep and the main thread in
+    # pthread_join: identical stacks, yet the output it wrote meanwhile says it is making progress.
+    assert answer["diagnosis"]["kind"] == "running" and "bytes of output" in answer["diagnosis"]["summary"], answer
+    await strobe.call("debug_stop", sessionId=sid)

@@ -85,6 +85,7 @@ class LiveSession:
     streams_closed: threading.Event = field(default_factory=threading.Event)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     crash_reports: set[asyncio.Task[Any]] = field(default_factory=set)  # being stored (daemon/crash_store.py)
+    output_bytes: int = 0  # what the program has written to stdout/stderr so far (debug_stacks: is it progressing)
     _closed_fds: set[int] = field(default_factory=set)
 
     @property
@@ -118,6 +119,7 @@ class LiveSession:
 
     def on_output(self, pid: int, fd: int, data: bytes) -> None:
         kind = EventKind.STDOUT if fd == 1 else EventKind.STDERR
+        self.output_bytes += len(data)
         self.writer.submit_output(self.record.key, pid, kind, data, time.monotonic_ns() - self.start_ns)
         if not data:
             self._closed_fds.add(fd)

@@ -5,7 +5,8 @@ works while the program hangs and costs it only the moments eu-stack is attached
 apart, the threads' CPU use between them, then one capture with source lines for the answer; the stuck
 detector's judgement (testing/stuck.classify) names what the picture is. Frida's own threads (its agent in every
 traced process) are set apart and left out of the judgement; a thread stopped at a Strobe breakpoint reads as
-paused there.
+paused there, with the backtrace the agent took when it stopped (an outside unwinder cannot walk through the
+agent's frames a paused thread waits in).
 
     stacks = await session_stacks(manager.sessions, "app-2026-02-05-14h32")
     stacks.diagnosis.kind  # "deadlock" | "busy_loop" | "waiting_on_io" | "sleeping" | "waiting" | "running" | …
@@ -24,6 +25,7 @@ from strobe.errors import ProcessExited
 from strobe.testing.adapters.base import StackKind
 from strobe.testing.stacks import (
     MAX_FRAMES,
+    Frame,
     ProcessStacks,
     ThreadStack,
     capture_stacks,
@@ -55,6 +57,14 @@ _STATES = {"R": "running", "S": "waiting", "D": "waiting (uninterruptible, usual
            "t": "stopped by a debugger", "Z": "exited", "X": "exited"}
 _KINDS = {StuckKind.DEADLOCK: "deadlock", StuckKind.WAITING_ON_IO: "waiting_on_io", StuckKind.SLEEPING: "sleeping",
           StuckKind.HUNG: "waiting", StuckKind.INFINITE_LOOP: "busy_loop"}
+
+
+@dataclass(frozen=True)
+class Paused:
+    """A thread stopped at a Strobe breakpoint (or at the end of a step): which, and its backtrace as text."""
+
+    breakpoint: str
+    backtrace: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -127,13 +137,17 @@ async def session_stacks(sessions: LiveSessions, session_id: str, window_s: floa
         raise ProcessExited(
             f"The program of session '{session_id}' has exited (code: {code}); there are no threads left to read. "
             f"Use debug_query({{sessionId: '{session_id}'}}) for its crash report and events, or launch it again.")
-    paused = {key: (p.breakpoint_id or "a step") for key, p in live.breakpoints.paused.items()}
-    return await asyncio.to_thread(capture_session, session_id, pids, paused, window_s)
+    paused = {key: Paused(p.breakpoint_id or "a step", tuple(p.answer()["backtrace"]))
+              for key, p in live.breakpoints.paused.items()}
+    return await asyncio.to_thread(capture_session, session_id, pids, paused, window_s, time.sleep,
+                                   lambda: live.output_bytes)
 
 
-def capture_session(session_id: str, pids: list[int], paused: dict[Key, str], window_s: float = WINDOW_S,
-                    wait: Callable[[float], None] = time.sleep) -> SessionStacks:
-    """Blocking: two quick captures `window_s` apart with CPU counters around them, one detailed capture."""
+def capture_session(session_id: str, pids: list[int], paused: dict[Key, Paused], window_s: float = WINDOW_S,
+                    wait: Callable[[float], None] = time.sleep, output: Callable[[], int] = lambda: 0
+                    ) -> SessionStacks:
+    """Blocking: two quick captures `window_s` apart with CPU counters around them, one detailed capture.
+    `output` counts the bytes the program has written so far: output during the window means progress."""
     python = {pid for pid in pids if is_python(pid)}
     spy_missing = False
 
@@ -147,15 +161,17 @@ def capture_session(session_id: str, pids: list[int], paused: dict[Key, str], wi
         merged = [with_native_calls(spied.pop(t.tid), t) if t.tid in spied else t for t in native]
         return merged + list(spied.values())
 
-    before, started = read_usage(pids), time.monotonic()
+    before, started, written = read_usage(pids), time.monotonic(), output()
     first = [ProcessStacks(pid, command_name(pid), read(pid, False)) for pid in pids]
     wait(max(0.0, started + window_s - time.monotonic()))
     after, seconds = read_usage(pids), time.monotonic() - started
     second = [ProcessStacks(pid, command_name(pid), read(pid, False)) for pid in pids]
     shown = [ProcessStacks(pid, command_name(pid), read(pid, True)) for pid in pids]
     window = CpuWindow.between(before, after, seconds)
+    written = output() - written
 
-    strobe = {(p.pid, t.tid) for p in [*first, *second, *shown] for t in p.threads if is_strobe_thread(t)}
+    strobe = {(p.pid, t.tid) for p in [*first, *second, *shown] for t in p.threads
+              if is_strobe_thread(t)} - set(paused)  # a paused thread waits inside the agent: it is the program's
     left_out = strobe | set(paused)
     result = classify(_without(window, left_out), _program(first, left_out), _program(second, left_out))
     processes = [_process(p, window, strobe, paused, p.pid in python) for p in shown]
@@ -163,7 +179,8 @@ def capture_session(session_id: str, pids: list[int], paused: dict[Key, str], wi
     if python and spy_missing:
         why_no_python = ("Python frames unavailable: py-spy is not installed or could not read the interpreter; "
                          "Python threads show the interpreter's native frames only")
-    return SessionStacks(session_id, processes, _diagnose(result, processes, paused, seconds), seconds, why_no_python)
+    diagnosis = _diagnose(result, processes, paused, seconds, written)
+    return SessionStacks(session_id, processes, diagnosis, seconds, why_no_python)
 
 
 def _without(window: CpuWindow, keys: set[Key]) -> CpuWindow:
@@ -186,12 +203,15 @@ def _state(pid: int, tid: int) -> str:
     return _STATES.get(letter[0], letter[0]) if letter else "unknown"
 
 
-def _process(stacks: ProcessStacks, window: CpuWindow, strobe: set[Key], paused: dict[Key, str],
+def _process(stacks: ProcessStacks, window: CpuWindow, strobe: set[Key], paused: dict[Key, Paused],
              python: bool) -> LiveProcess:
     threads = []
     for thread in stacks.threads:
         key = (stacks.pid, thread.tid)
-        state = f"paused at breakpoint {paused[key]}" if key in paused else _state(*key)
+        stop = paused.get(key)
+        state = f"paused at breakpoint {stop.breakpoint}" if stop is not None else _state(*key)
+        if stop is not None and stop.backtrace:  # the agent's own unwind, from where the thread stopped
+            thread = ThreadStack(thread.tid, thread.name, tuple(Frame(text) for text in stop.backtrace[:MAX_FRAMES]))
         threads.append(LiveThread(thread.tid, thread.name, state, window.cpu.get(key, 0.0), thread, key in strobe,
                                   None if key in strobe or key in paused else waits_in(thread)))
     error = None if threads else ("could not read its stacks (it may have exited, or another debugger is attached: "
@@ -199,8 +219,8 @@ def _process(stacks: ProcessStacks, window: CpuWindow, strobe: set[Key], paused:
     return LiveProcess(stacks.pid, stacks.command, threads, error, python)
 
 
-def _diagnose(result: Classification, processes: list[LiveProcess], paused: dict[Key, str],
-              seconds: float) -> Diagnosis:
+def _diagnose(result: Classification, processes: list[LiveProcess], paused: dict[Key, Paused],
+              seconds: float, written: int = 0) -> Diagnosis:
     program = [(p.pid, t) for p in processes for t in p.threads if not t.strobe and (p.pid, t.tid) not in paused]
     at_breakpoints = [(p.pid, t) for p in processes for t in p.threads if (p.pid, t.tid) in paused]
     cpu = f"{result.total_cpu * 100:.0f}% CPU"
@@ -228,6 +248,9 @@ def _diagnose(result: Classification, processes: list[LiveProcess], paused: dict
     if not result.same:
         return Diagnosis("running", f"Mostly idle ({cpu}) but its stacks changed between the captures: it is making "
                          f"progress, slowly or in bursts; now {result.detail}{note}.", [], traces)
+    if written and result.kind is not StuckKind.DEADLOCK:  # quiet stacks, but it wrote: a loop that sleeps or waits
+        return Diagnosis("running", f"Running: it wrote {written} bytes of output during the {seconds:.1f} s window, "
+                         f"so it is making progress between waits; now {result.detail}{note}.", [], traces)
     waiting = [(pid, t) for pid, t in program if t.waits is not None and t.waits is not Wait.CHILD]
     titles = {StuckKind.DEADLOCK: "Deadlock", StuckKind.WAITING_ON_IO: "Waiting on I/O",
               StuckKind.SLEEPING: "Sleeping", StuckKind.HUNG: "Waiting"}

@@ -43,7 +43,7 @@ def _about(pid: int, thread: LiveThread) -> dict[str, Any]:
         out["function"] = own[0].function
         out["at"] = _frame(own[0])
     calls = list(thread.stack.calls)
-    below = calls.index(own[0]) if own else len(calls)  # the library/runtime calls it is in, innermost first
+    below = calls.index(own[0]) if own else _first_outside_libraries(calls)  # the calls it is in, innermost first
     if below and thread.waits is not None:
         out["blockedIn"] = _frame(calls[below - 1])  # the call its own code made: pthread_mutex_lock, read, …
     elif below:
@@ -51,6 +51,12 @@ def _about(pid: int, thread: LiveThread) -> dict[str, Any]:
     if thread.waits is not None:
         out["waitsOn"] = str(thread.waits)
     return out
+
+
+def _first_outside_libraries(calls: list[Frame]) -> int:
+    """Where a thread with no frame of its own counted as the user's (`main` is not: a runtime's may be generated)
+    leaves the system libraries: the program's binary."""
+    return next((i for i, frame in enumerate(calls) if frame.module and not frame.in_system_library), len(calls))
 
 
 def _next_steps(sid: str, stacks: SessionStacks) -> list[str]:

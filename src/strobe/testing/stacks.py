@@ -57,10 +57,16 @@ class Frame:
         return self.function
 
     @property
+    def in_system_library(self) -> bool:
+        """Code of libc, pthread, the dynamic loader, the vdso or another system library."""
+        module = self.module
+        return module is not None and (module.startswith(_SYSTEM_DIRS) or "vdso" in module
+                                       or Path(module).name.startswith(_SYSTEM_LIBRARIES))
+
+    @property
     def is_user(self) -> bool:
         """True for the program's own code: not libc/pthread/the dynamic loader, not a language runtime."""
-        if self.module and (self.module.startswith(_SYSTEM_DIRS) or "vdso" in self.module
-                            or Path(self.module).name.startswith(_SYSTEM_LIBRARIES)):
+        if self.in_system_library:
             return False
         if self.location and (self.location.startswith(_SYSTEM_SOURCES) or self.location.startswith(_SYSTEM_DIRS)
                               or any(part in self.location for part in _DEPENDENCY_DIRS)):
