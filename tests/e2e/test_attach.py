@@ -1,6 +1,7 @@
-"""debug_launch {pid}: attaching to a C program this test started itself (tests/targets/attachee.c), tracing it,
-seeing its output from the attach on, reading its globals, catching its crash and exit; debug_stop detaches and
-leaves it running unharmed (no Strobe code left in it, attachable again); a daemon killed with -9 leaves it running.
+"""debug_launch {pid}: attaching to a C program this test started itself (tests/targets/attachee.c), tracing it
+with a watch, seeing its output from the attach on, reading its globals, catching its crash and exit; debug_stop
+detaches and leaves it running unharmed (no Strobe code left in it, attachable again); a daemon killed with -9
+leaves it running.
 
 Every test starts the program with subprocess.Popen (its stdout and stderr to files the test reads), waits by
 polling with a deadline, and kills it in `finally`."""
@@ -81,12 +82,15 @@ async def test_attach_trace_output_read_then_detach_leaves_it_running(
     listed = next(s for s in (await strobe.call("debug_list_sessions"))["sessions"] if s["sessionId"] == sid)
     assert listed["attached"] is True and listed["status"] == "running" and listed["binaryPath"] == binary
 
-    traced = await strobe.call("debug_trace", sessionId=sid, add=["compute"])
-    assert traced["hookedFunctions"] == 1
+    traced = await strobe.call("debug_trace", sessionId=sid, add=["compute"],
+                               watches={"add": [{"variable": "total"}]})
+    assert traced["hookedFunctions"] == 1 and [w["label"] for w in traced["activeWatches"]] == ["total"]
     await control.round(strobe, sid)  # waits for "round 1 done" in the session's stdout events
 
     enters = await strobe.all_events(sid, eventType="function_enter", verbose=True)
     assert [e["arguments"] for e in enters if e["function"] == "compute"] == [[1, 0], [1, 1], [1, 2]]
+    # total before each call: 0, then 10, then 10 + 11 (the watch is read as the call starts)
+    assert [e["watchValues"]["total"] for e in enters if e["function"] == "compute"] == [0, 10, 21]
     exits = await strobe.all_events(sid, eventType="function_exit", verbose=True)
     assert [e["returnValue"] for e in exits if e["function"] == "compute"] == [10, 11, 12]
 
