@@ -1,8 +1,9 @@
 """The CModule's C (agent/src/native/tracer.c) compiles with gcc without a warning, with the TSC clock and
 without, exactly as the agent hands it to Frida: the #define prelude of layout.ts in front of tracer.c with
-tracer.h inlined. Frida's own headers are replaced by stubs (tests/instrument/cstubs) declaring what the file
-uses. The structs are checked against the prelude by the C itself; a probe program prints the record layout
-as gcc lays it out, compared with the host's decoder (records.py)."""
+tracer.h inlined; so does output capture's (agent/src/common/output.c). Frida's own headers are replaced by stubs
+(tests/instrument/cstubs) declaring what the files use. The structs are checked against the prelude by the C
+itself; a probe program prints the record layout as gcc lays it out, compared with the host's decoder
+(records.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tests.instrument.agent_ts import TRACER_C, layout_facts
+from tests.instrument.agent_ts import AGENT_SRC, TRACER_C, layout_facts
 
 from strobe.instrument import records
 from strobe.instrument.agent_build import inline_includes
@@ -46,6 +47,16 @@ def test_tracer_c_compiles_without_warnings(clock: str, tmp_path: Path) -> None:
     assert ("#define USE_TSC 1" in source) == (clock == "tsc")
     done = gcc(source, tmp_path, f"tracer_{clock}", "-c", "-o", str(tmp_path / "tracer.o"))
     assert done.returncode == 0, f"tracer.c ({clock} clock) does not compile cleanly:\n{done.stderr}"
+
+
+def test_output_c_compiles_without_warnings(tmp_path: Path) -> None:
+    # output.ts hands output.c to CModule as it is (no prelude); the listeners it exports are what it attaches.
+    source = inline_includes(AGENT_SRC / "common" / "output.c")
+    done = gcc(source, tmp_path, "output", "-c", "-o", str(tmp_path / "output.o"))
+    assert done.returncode == 0, f"output.c does not compile cleanly:\n{done.stderr}"
+    symbols = subprocess.run(["nm", "--defined-only", str(tmp_path / "output.o")], capture_output=True, text=True,
+                             check=True).stdout.split()
+    assert {"write_enter", "write_leave", "writev_leave"} <= set(symbols)
 
 
 def test_a_warning_fails_the_check(tmp_path: Path) -> None:

@@ -4,9 +4,15 @@
 // the bytes the call really wrote (its return value) as `output` messages: the same stdout/stderr events. stdio
 // (printf, puts, fwrite) ends in these calls; what was written before the attach is not seen.
 //
-// The program's own write goes on unchanged (the hook only reads its buffer after the call). Hooks go with the
-// script when the host detaches.
+// The listeners are C (output.c, a CModule): a call on any other fd never enters JavaScript (it costs the
+// Interceptor's trampolines only, ~0.5-1 us instead of ~4-5 us with JavaScript listeners); for fd 1 or 2 they
+// call onOutput below with each run of written bytes. The program's own write goes on unchanged (the hook only
+// reads its buffer after the call). Hooks go with the script when the host detaches.
+//
+// `generated/output_c.ts` is not in the source tree: agent_build.py writes it into the copy of the agent it
+// compiles, holding output.c as the string OUTPUT_C.
 
+import { OUTPUT_C } from "./generated/output_c.js";
 import { emit, OutputCapture } from "./protocol.js";
 import { CaptureOutputRequest } from "./requests.js";
 
@@ -21,55 +27,29 @@ function sendWritten(fd: number, buffer: NativePointer, length: number): void {
   }
 }
 
-function written(retval: InvocationReturnValue): number {
-  const count = retval.toInt32(); // ssize_t; -1 on error. A single write over 2 GiB is not expected on fd 1/2
-  return count > 0 ? count : 0;
+function onOutput(fd: number, buffer: NativePointer, length: number | UInt64): void {
+  sendWritten(fd, buffer, Number(length));
+}
+
+// The CModule and its callback live as long as the hooks, i.e. as long as the script.
+let filter: { module: CModule; callback: NativeCallback<"void", ["int", "pointer", "size_t"]> } | null = null;
+
+function outputFilter(): CModule {
+  if (filter === null) {
+    const callback = new NativeCallback(onOutput, "void", ["int", "pointer", "size_t"]);
+    filter = { module: new CModule(OUTPUT_C, { on_output: callback }), callback };
+  }
+  return filter.module;
 }
 
 function hookWrite(address: NativePointer): void {
-  Interceptor.attach(address, {
-    onEnter(args) {
-      const fd = args[0].toInt32();
-      this.fd = fd;
-      if (fd === 1 || fd === 2) {
-        this.buffer = args[1];
-      }
-    },
-    onLeave(retval) {
-      const fd = this.fd as number;
-      if (fd === 1 || fd === 2) {
-        sendWritten(fd, this.buffer as NativePointer, written(retval));
-      }
-    },
-  });
+  const module = outputFilter();
+  Interceptor.attach(address, { onEnter: module.write_enter, onLeave: module.write_leave });
 }
 
 function hookWritev(address: NativePointer): void {
-  const iovSize = Process.pointerSize * 2; // struct iovec { void *iov_base; size_t iov_len; }
-  Interceptor.attach(address, {
-    onEnter(args) {
-      const fd = args[0].toInt32();
-      this.fd = fd;
-      if (fd === 1 || fd === 2) {
-        this.iov = args[1];
-        this.count = args[2].toInt32();
-      }
-    },
-    onLeave(retval) {
-      const fd = this.fd as number;
-      if (fd !== 1 && fd !== 2) {
-        return;
-      }
-      let left = written(retval);
-      const iov = this.iov as NativePointer;
-      for (let i = 0; i < (this.count as number) && left > 0; i++) {
-        const entry = iov.add(i * iovSize);
-        const length = Math.min(entry.add(Process.pointerSize).readULong() as number, left);
-        sendWritten(fd, entry.readPointer(), length);
-        left -= length;
-      }
-    },
-  });
+  const module = outputFilter();
+  Interceptor.attach(address, { onEnter: module.write_enter, onLeave: module.writev_leave });
 }
 
 let hooked: string[] | null = null;

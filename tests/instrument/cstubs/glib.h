@@ -1,5 +1,6 @@
 /* Stand-in for the glib.h of Frida's CModule runtime, written for tests/instrument/test_tracer_c.py: only the
-   types and macros agent/src/native/tracer.c uses, declared as CModule code sees them on x86-64 Linux. */
+   types and macros agent/src/native/tracer.c and agent/src/common/output.c use, declared as CModule code
+   sees them on x86-64 Linux. */
 
 #ifndef STROBE_STUB_GLIB_H
 #define STROBE_STUB_GLIB_H
@@ -15,6 +16,8 @@ typedef long glong;
 typedef unsigned long gulong;
 typedef double gdouble;
 typedef void * gpointer;
+typedef const void * gconstpointer;
+typedef gint gboolean;
 typedef int32_t gint32;
 typedef uint32_t guint32;
 typedef uint16_t guint16;
@@ -25,6 +28,7 @@ typedef size_t gsize;
 typedef ssize_t gssize;
 typedef void (* GCallback) (void);
 
+#define MIN(a, b) (((a) < (b)) ? (a) : (b))
 #define G_STRUCT_OFFSET(struct_type, member) ((glong) offsetof (struct_type, member))
 #define GPOINTER_TO_SIZE(p) ((gsize) (p))
 #define GSIZE_TO_POINTER(s) ((gpointer) (gsize) (s))

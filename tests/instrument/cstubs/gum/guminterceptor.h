@@ -1,5 +1,5 @@
 /* Stand-in for gum/guminterceptor.h as Frida's CModule runtime provides it (x86-64), written for
-   tests/instrument/test_tracer_c.py: the invocation context and CPU state tracer.c reads. */
+   tests/instrument/test_tracer_c.py: the invocation context and CPU state tracer.c and output.c read. */
 
 #ifndef STROBE_STUB_GUM_INTERCEPTOR_H
 #define STROBE_STUB_GUM_INTERCEPTOR_H
@@ -20,6 +20,8 @@ typedef struct {
   gpointer backend;
 } GumInvocationContext;
 
+gpointer gum_invocation_context_get_nth_argument (GumInvocationContext * context, guint n);
+gpointer gum_invocation_context_get_return_value (GumInvocationContext * context);
 guint gum_invocation_context_get_thread_id (GumInvocationContext * context);
 gpointer gum_invocation_context_get_listener_function_data (GumInvocationContext * context);
 gpointer gum_invocation_context_get_listener_invocation_data (GumInvocationContext * context, gsize required_size);
