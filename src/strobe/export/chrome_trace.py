@@ -3,10 +3,10 @@
 One process per traced pid, one track per thread; each call a complete event ("X", µs since the session's start,
 float) whose args are its arguments and return value as debug_query shows them; output lines, crashes, pauses and
 logpoints instant events ("i"), process-scoped; numeric poll values counters ("C"). Written as it is read, one
-event per line, so memory stays bounded whatever the session's size:
+event per line (UTF-8), so memory stays bounded whatever the session's size:
 
-    with open(path, "w") as out:
-        stats = write_chrome_trace(timeline, out, max_events=1_000_000)
+    with open(path, "wb") as out:
+        stats = write_chrome_trace(timeline, out, max_events=300_000)
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ import json
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any, BinaryIO
+
+import orjson
 
 from strobe.export.events import Call, Instant, Output, Sample, Timeline
 
@@ -35,6 +37,29 @@ def dumps(value: Any) -> str:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=str)
     except ValueError:
         return json.dumps(_finite(value), separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=str)
+
+
+def encode(value: Any) -> bytes:
+    """`dumps(value)` as UTF-8, by orjson (numbers may be spelled differently, e.g. 1e16 for 1e+16; the values are
+    the same). What orjson cannot write as `dumps` does (NaN and infinities, which it writes as null; ints past 64
+    bits; keys that are not strings) goes through `dumps`."""
+    try:
+        data = orjson.dumps(value, default=str)
+    except TypeError:
+        return dumps(value).encode()
+    if b"null" in data and not _all_finite(value):
+        return dumps(value).encode()
+    return data
+
+
+def _all_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_all_finite(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return all(_all_finite(v) for v in value)
+    return True
 
 
 def _finite(value: Any) -> Any:
@@ -69,15 +94,17 @@ def trace_event(item: Call | Output | Instant | Sample) -> dict[str, Any]:
             "args": item.values}
 
 
-def write_chrome_trace(timeline: Timeline, out: TextIO, *, max_events: int) -> Written:
+def write_chrome_trace(timeline: Timeline, out: BinaryIO, *, max_events: int) -> Written:
     """Stream the session into `out`; at most `max_events` timeline events (plus the process and thread names)."""
     record = timeline.record
-    out.write('{"traceEvents":[\n')
+    out.write(b'{"traceEvents":[\n')
     first = True
 
     def emit(event: dict[str, Any]) -> None:
         nonlocal first
-        out.write(("" if first else ",\n") + dumps(event))
+        if not first:
+            out.write(b",\n")
+        out.write(encode(event))
         first = False
 
     pids = [p.pid for p in timeline.processes] or [record.pid]
@@ -105,5 +132,5 @@ def write_chrome_trace(timeline: Timeline, out: TextIO, *, max_events: int) -> W
         "endedAtUnixMs": record.ended_at, "timeUnit": "ts and dur in microseconds since the session started",
         "events": timeline.count, "truncated": timeline.truncated,
     }
-    out.write('\n],\n"displayTimeUnit":"ns",\n"metadata":' + dumps(metadata) + "}\n")
+    out.write(b'\n],\n"displayTimeUnit":"ns",\n"metadata":' + encode(metadata) + b"}\n")
     return Written(timeline.count, len(threads), timeline.truncated)

@@ -4,7 +4,8 @@
 and `Timeline.items()` walks the session's events oldest first, turning each thread's enter/exit pairs into `Call`s
 (closed when their exit arrives, so items come out in completion order), output lines into `Output`, crashes,
 pauses and logpoints into `Instant`, and numeric poll snapshot values into `Sample`. Values are rendered exactly as
-debug_query's verbose events show them (mcp/wire.py). Memory stays bounded: only each thread's open calls are held.
+debug_query's verbose events show them (mcp/wire.py; calls' through export/call_values.py, which caches what each
+function's events share). Memory stays bounded: only each thread's open calls are held.
 
     with contextlib.closing(connect(db, readonly=True)) as conn:
         timeline = read_session(conn, "server-2026-02-05-14h32")
@@ -20,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from strobe.errors import SessionNotFound
+from strobe.export.call_values import COLUMNS, LOCATION_KEYS, CallValues, Function, Row, kind_of
 from strobe.mcp import wire
-from strobe.store import query as store_query
 from strobe.store import sessions as store_sessions
 from strobe.store.filters import TimeBound
 from strobe.store.schema import EventKind
@@ -30,9 +31,7 @@ from strobe.store.sessions import ProcessRecord, SessionRecord
 Thread = tuple[int, int]  # (pid, tid)
 
 _DROPPED_DETAILS = ("frameMemory", "lastEvents", "registers")  # bulky crash details a picture does not need
-_ENTER_KEYS = ("arguments", "argumentNames", "argumentTypes", "watchValues", "sampled", "notFollowed", "resumed",
-               "trimmed")
-_EXIT_KEYS = ("returnValue", "returnType", "exception", "yielded", "watchValues", "trimmed")
+_BATCH = 2048  # rows fetched at a time
 MAX_SERIES = 16  # numeric series a snapshot contributes at most (a struct's fields flattened one level)
 
 
@@ -87,7 +86,7 @@ Item = Call | Output | Instant | Sample
 class _Open:
     event_id: int
     name: str
-    func_key: tuple[str | None, str | None]
+    func_key: tuple[str | None, str | None]  # (name, source file): an exit closes the innermost open call of both
     start_ns: int
     args: dict[str, Any]
 
@@ -117,6 +116,7 @@ class Timeline:
         """Every item, calls closed as their exits come; at most `max_items` (then `truncated`). Calls still open at
         the end close at `end_ns` (or where the walk stopped), marked unfinished."""
         stacks: dict[Thread, list[_Open]] = {}
+        values = CallValues(self.conn, self.record.id, self.max_event_bytes, self.thread_names)
         last_ts = 0
         try:
             for row in self._rows():
@@ -124,9 +124,10 @@ class Timeline:
                     self.truncated = True
                     break
                 last_ts = row.ts
-                for item in self._item(row, stacks):
-                    self.count += 1
-                    yield item
+                items = self._item(row, stacks, values)
+                if items:
+                    self.count += len(items)
+                    yield from items
             end = last_ts if self.truncated else max(self.end_ns, last_ts)
             reason = "export stopped at maxEvents" if self.truncated else self._unfinished_reason()
             for (pid, tid), stack in stacks.items():
@@ -146,7 +147,7 @@ class Timeline:
             return "no exit recorded: the process crashed"
         return f"no exit recorded (session {status})"
 
-    def _rows(self) -> Iterator[store_query.EventRow]:
+    def _rows(self) -> Iterator[Row]:
         where, params = "e.session = ?", [self.record.key]
         if self.time_from is not None:
             where += " AND e.ts >= ?"
@@ -154,57 +155,57 @@ class Timeline:
         if self.time_to is not None:
             where += " AND e.ts <= ?"
             params.append(self.time_to)
-        sql = (store_query._COLUMNS + "FROM events e INDEXED BY events_by_time" + store_query._JOINS
-               + f"WHERE {where} ORDER BY e.ts, e.id")
-        plans: dict[str, Any] = {}
-        for row in self.conn.execute(sql, params):
-            yield store_query._row(row, plans)
+        cursor = self.conn.execute(f"SELECT {COLUMNS} FROM events e INDEXED BY events_by_time "
+                                   f"WHERE {where} ORDER BY e.ts, e.id", params)
+        while batch := cursor.fetchmany(_BATCH):
+            yield from map(Row._make, batch)
 
-    def _item(self, row: store_query.EventRow, stacks: dict[Thread, list[_Open]]) -> Iterator[Item]:
-        kind = row.kind
+    def _item(self, row: Row, stacks: dict[Thread, list[_Open]], values: CallValues) -> list[Item]:
+        kind = kind_of(row.kind)
         pid = row.pid if row.pid is not None else self.record.pid
-        if row.tid is not None:
-            self.threads.add((pid, row.tid))
+        tid = row.tid
+        if tid is not None:
+            self.threads.add((pid, tid))
+        if kind is EventKind.FUNCTION_ENTER or kind is EventKind.FUNCTION_EXIT:
+            if tid is None:
+                return []
+            fn = values.function(row.func)
+            stack = stacks.get((pid, tid))
+            if stack is None:
+                stack = stacks[(pid, tid)] = []
+            if kind is EventKind.FUNCTION_ENTER:
+                stack.append(_Open(row.id, fn.name or "?", fn.key, row.ts, values.enter(row, fn)))
+                return []
+            return self._exit(row, fn, pid, tid, stack, values)
         if kind in (EventKind.STDOUT, EventKind.STDERR):
-            yield Output(pid, row.tid, row.ts, kind.wire_name, row.text or "")
-            return
-        shown = wire.event(row, self.record.id, True, self.max_event_bytes)
+            return [Output(pid, tid, row.ts, kind.wire_name, row.text or "")]
         if kind is EventKind.VARIABLE_SNAPSHOT:
-            for label, series in counters(shown.get("values")).items():
-                yield Sample(pid, row.ts, label, series)
-            return
+            shown = values.shown(row, kind, values.function(row.func))
+            return [Sample(pid, row.ts, label, series) for label, series in counters(shown.get("values")).items()]
         if kind in (EventKind.CRASH, EventKind.PAUSE, EventKind.LOGPOINT):
+            shown = values.shown(row, kind, values.function(row.func))
             details = {k: v for k, v in shown.items() if k not in _DROPPED_DETAILS and k not in ("timestampNs",)}
-            yield Instant(pid, row.tid, row.ts, kind.wire_name, _instant_name(kind, shown), details)
-            return
-        if row.tid is None:
-            return
-        stack = stacks.setdefault((pid, row.tid), [])
-        name = row.function or "?"
-        key = (row.function, row.source_file)
-        if kind is EventKind.FUNCTION_ENTER:
-            args = {k: shown[k] for k in _ENTER_KEYS if k in shown}
-            for k in ("sourceFile", "line"):
-                if k in shown:
-                    args[k] = shown[k]
-            args["id"] = shown["id"]
-            stack.append(_Open(row.id, name, key, row.ts, args))
-            return
-        if kind is not EventKind.FUNCTION_EXIT:
-            return
-        ret = {k: shown[k] for k in _EXIT_KEYS if k in shown}
+            return [Instant(pid, tid, row.ts, kind.wire_name, _instant_name(kind, shown), details)]
+        return []
+
+    @staticmethod
+    def _exit(row: Row, fn: Function, pid: int, tid: int, stack: list[_Open], values: CallValues) -> list[Item]:
+        ret, location = values.exit(row, fn)
+        name, key = fn.name or "?", fn.key
         depth = next((i for i in range(len(stack) - 1, -1, -1) if stack[i].func_key == key), None)
         if depth is None:  # its enter was not read: before the window, trimmed, or hooked mid-call
             start = max(row.ts - (row.duration or 0), 0)
-            args = {k: shown[k] for k in ("sourceFile", "line") if k in shown}
-            yield Call(pid, row.tid, name, start, row.ts, {**args, **ret, "id": shown["id"], "enter": "not recorded"})
-            return
+            where = {k: location[k] for k in LOCATION_KEYS if k in location}
+            args = {**where, **ret, "id": location["id"], "enter": "not recorded"}
+            return [Call(pid, tid, name, start, row.ts, args)]
+        out: list[Item] = []
         while len(stack) > depth + 1:  # callees whose exits were lost end with their caller
             lost = stack.pop()
-            yield Call(pid, row.tid, lost.name, lost.start_ns, max(row.ts, lost.start_ns),
-                       {**lost.args, "unfinished": "exit not recorded"}, "exit not recorded")
+            out.append(Call(pid, tid, lost.name, lost.start_ns, max(row.ts, lost.start_ns),
+                            {**lost.args, "unfinished": "exit not recorded"}, "exit not recorded"))
         opened = stack.pop()
-        yield Call(pid, row.tid, name, opened.start_ns, max(row.ts, opened.start_ns), {**opened.args, **ret})
+        out.append(Call(pid, tid, name, opened.start_ns, max(row.ts, opened.start_ns), {**opened.args, **ret}))
+        return out
 
 
 def _instant_name(kind: EventKind, shown: dict[str, Any]) -> str:

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import os
 from importlib import resources
-from typing import Any, TextIO
+from typing import Any, BinaryIO
 
-from strobe.export.chrome_trace import Written, dumps
+from strobe.export.chrome_trace import Written, encode
 from strobe.export.events import Call, Instant, Output, Sample, Thread, Timeline
 
 _MARKER = "__STROBE_DATA__"
@@ -34,16 +34,16 @@ def template() -> tuple[str, str]:
     return head, tail
 
 
-def embed(value: Any) -> str:
-    """JSON safe inside a <script> element: '<' only occurs in strings, where \\u003c reads back the same."""
-    return dumps(value).replace("<", "\\u003c")
+def embed(value: Any) -> bytes:
+    """JSON (UTF-8) safe inside a <script> element: '<' only occurs in strings, where \\u003c reads back the same."""
+    return encode(value).replace(b"<", b"\\u003c")
 
 
-def write_html_timeline(timeline: Timeline, out: TextIO, *, max_events: int) -> Written:
+def write_html_timeline(timeline: Timeline, out: BinaryIO, *, max_events: int) -> Written:
     head, tail = template()
     record = timeline.record
-    out.write(head)
-    out.write('{"items":[\n')
+    out.write(head.encode())
+    out.write(b'{"items":[\n')
     thread_index: dict[Thread, int] = {}
     name_index: dict[str, int] = {}
     first = True
@@ -64,7 +64,9 @@ def write_html_timeline(timeline: Timeline, out: TextIO, *, max_events: int) -> 
         else:
             assert isinstance(item, Sample)
             entry = [3, item.pid, item.ts_ns / 1000, item.name, item.values]
-        out.write(("" if first else ",\n") + embed(entry))
+        if not first:
+            out.write(b",\n")
+        out.write(embed(entry))
         first = False
     threads = [[pid, tid, timeline.thread_names.get((pid, tid)) or ("main" if pid == tid else f"thread {tid}")]
                for (pid, tid) in thread_index]
@@ -74,6 +76,6 @@ def write_html_timeline(timeline: Timeline, out: TextIO, *, max_events: int) -> 
                "exitCode": record.exit_code, "signal": record.signal, "startedAt": record.started_at}
     rest = {"threads": threads, "names": list(name_index), "processes": processes, "session": session,
             "endUs": timeline.end_ns / 1000, "count": timeline.count, "truncated": timeline.truncated}
-    out.write("\n]," + embed(rest)[1:])
-    out.write(tail)
+    out.write(b"\n]," + embed(rest)[1:])
+    out.write(tail.encode())
     return Written(timeline.count, len(thread_index), timeline.truncated)

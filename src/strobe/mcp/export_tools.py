@@ -29,7 +29,7 @@ class ExportRequest(StrictModel):
     )
     maxEvents: int | None = Field(
         default=None, ge=1, le=exporting.MAX_EVENTS_LIMIT,
-        description="Stop after this many events (default 1,000,000 for chrome, 200,000 for html).",
+        description="Stop after this many events (default 300,000 for chrome, 200,000 for html: about 30 s each).",
     )
     timeFrom: int | str | None = Field(
         default=None, description='Only events from here: ns since start, "2s", or "-5s" before the latest event.'
@@ -101,7 +101,7 @@ TOOLS = (
         "flame chart per thread that opens offline. Use it to show the user what the program did, or to see "
         "overlap and timing across threads at a glance; use debug_query to read events yourself. Returns {path, "
         "format, events, threads, bytes, truncated?, nextSteps}. Big sessions stop at maxEvents (default "
-        "1,000,000; html 200,000): export a window with timeFrom/timeTo. path defaults to "
+        "300,000; html 200,000, ~30 s): export a window with timeFrom/timeTo. path defaults to "
         "STROBE_HOME/exports/<sessionId>.json|.html.\n"
         'Example: {"sessionId": "server-2026-02-05-14h32", "format": "html"}',
         export,
