@@ -137,7 +137,7 @@ def test_proxy_writes_only_protocol_bytes(strobe_home: Path) -> None:
     assert names == {
         "debug_launch", "debug_trace", "debug_query", "debug_stop", "debug_list_sessions", "debug_delete_session",
         "debug_read", "debug_test", "debug_test_status", "debug_breakpoint", "debug_logpoint", "debug_continue",
-        "debug_write",
+        "debug_write", "debug_input", "debug_stacks", "debug_export",
     }
     for tool in replies[1]["result"]["tools"]:
         assert "Example" in tool["description"] and tool["inputSchema"]["type"] == "object"

@@ -108,9 +108,12 @@ class LaunchRequest(StrictModel):
 
     @model_validator(mode="after")
     def _command_or_pid(self) -> LaunchRequest:
-        if (self.command is None) == (self.pid is None):
-            raise ValueError("give exactly one of command (start a program) or pid (attach to a running process)"
-                             + ("; not both" if self.command is not None else ""))
+        if self.command is not None and self.pid is not None:
+            raise ValueError("give exactly one of command (start a program) or pid (attach to a running process), "
+                             "not both")
+        if self.command is None and self.pid is None:
+            raise ValueError("command is missing: give exactly one of command (start a program) or pid (attach to a "
+                             "running process)")
         if self.pid is not None:
             given = [name for name in ("args", "cwd", "env", "stdin", "stdinFile", "keepStdinOpen")
                      if name in self.model_fields_set]
