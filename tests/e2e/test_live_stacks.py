@@ -158,7 +158,8 @@ async def test_a_thread_paused_at_a_breakpoint_reads_as_paused_and_is_left_out(
     assert any("process_order" in frame for frame in threads["w-orders"]["frames"]), threads["w-orders"]["frames"]
     assert threads["w-steady"]["state"] != threads["w-orders"]["state"]
     assert stopped["threadId"] not in [t.get("tid") for t in answer["diagnosis"]["threads"]], answer["diagnosis"]
-    # w-steady sleeps 5 ms between ticks, so both captures may find it in usleep and the main thread in
-    # pthread_join: identical stacks, yet the output it wrote meanwhile says it is making progress.
-    assert answer["diagnosis"]["kind"] == "running" and "bytes of output" in answer["diagnosis"]["summary"], answer
+    # w-steady sleeps 5 ms between ticks, so both captures usually find it in usleep and the main thread in
+    # pthread_join: identical stacks ("waiting" on their own), yet the output it wrote meanwhile says it is making
+    # progress. (When a capture catches it printing, the stacks differ: "running" as well.)
+    assert answer["diagnosis"]["kind"] == "running", answer["diagnosis"]
     await strobe.call("debug_stop", sessionId=sid)
