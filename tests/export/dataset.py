@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from strobe.store import sessions as store_sessions
+from strobe.store.functions import set_signatures
 from strobe.store.schema import EVENT_COLUMNS, EventKind
 from strobe.store.sessions import SessionStatus
 from strobe.store.writer import Writer
@@ -77,25 +79,40 @@ class Stored:
 
 def store(home: Path, *, status: SessionStatus = SessionStatus.CRASHED) -> Stored:
     """The demo session in home/strobe.db, ended as `status` (RUNNING: left running)."""
+    return store_session(home, SESSION, "/proj/demo", FUNCTIONS, events,
+                         threads=[(MAIN, "demo"), (WORKER, "worker")],
+                         status=status, signal="SIGSEGV" if status is SessionStatus.CRASHED else None)
+
+
+def store_session(
+    home: Path, session_id: str, command: str, functions: Sequence[tuple[int, str, str, int, str | None]],
+    events: Callable[[int], list[tuple[Any, ...]]], *, threads: Sequence[tuple[int, str]] = (),
+    signatures: Sequence[tuple[int, str]] = (), status: SessionStatus, code: int | None = None,
+    signal: str | None = None,
+) -> Stored:
+    """A session of process PID (started at 1000 ms, in /proj) stored with the real writer in home/strobe.db: its
+    functions (key, name, file, line, runtime), its threads (tid, name), the register plans of native functions
+    (key, plan JSON), events(session key)'s rows, and its end as `status` with `code` and `signal` at 2000 ms
+    (RUNNING: left running)."""
     home.mkdir(mode=0o700, exist_ok=True)
     db = home / "strobe.db"
     writer = Writer(db)
     writer.start()
     try:
         def setup(conn: Any) -> int:
-            record = store_sessions.insert_session(conn, SESSION, "/proj/demo", "/proj", PID, 1_000)
+            record = store_sessions.insert_session(conn, session_id, command, "/proj", PID, 1_000)
             conn.executemany("INSERT OR IGNORE INTO functions (key, name, file, line, runtime) VALUES (?, ?, ?, ?, ?)",
-                             FUNCTIONS)
+                             functions)
             conn.executemany("INSERT INTO threads (session, pid, tid, name) VALUES (?, ?, ?, ?)",
-                             [(record.key, PID, MAIN, "demo"), (record.key, PID, WORKER, "worker")])
+                             [(record.key, PID, tid, name) for tid, name in threads])
+            set_signatures(conn, signatures)
             return record.key
 
         key = writer.call(setup).result(timeout=TIMEOUT)
         writer.submit_rows(events(key))
         if status is not SessionStatus.RUNNING:
-            signal = "SIGSEGV" if status is SessionStatus.CRASHED else None
-            writer.call(lambda c: store_sessions.finish_process(c, key, PID, status, None, 2_000, signal))
+            writer.call(lambda c: store_sessions.finish_process(c, key, PID, status, code, 2_000, signal))
         writer.call(lambda c: None).result(timeout=TIMEOUT)
     finally:
         writer.close()
-    return Stored(db, home, SESSION, key)
+    return Stored(db, home, session_id, key)

@@ -11,14 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from strobe.export.exporting import export_session, open_store
-from strobe.store import sessions as store_sessions
-from strobe.store.functions import set_signatures
 from strobe.store.query import EventFilter
 from strobe.store.schema import EventKind
 from strobe.store.sessions import SessionStatus
-from strobe.store.writer import Writer
 from tests.export.checks import check_chrome, load_chrome
-from tests.export.dataset import ENTER, EXIT, PID, TIMEOUT, row
+from tests.export.dataset import ENTER, EXIT, PID, Stored, row, store_session
 from tests.mcp.wire_pages import query_wire
 
 SESSION = "values-2026-03-01-10h00"
@@ -62,33 +59,16 @@ def events(key: int) -> list[tuple[Any, ...]]:
     ]
 
 
-def store(home: Path) -> tuple[Path, int]:
-    home.mkdir(mode=0o700, exist_ok=True)
-    db = home / "strobe.db"
-    writer = Writer(db)
-    writer.start()
-    try:
-        def setup(conn: Any) -> int:
-            record = store_sessions.insert_session(conn, SESSION, "/proj/values", "/proj", PID, 1_000)
-            conn.executemany("INSERT OR IGNORE INTO functions (key, name, file, line, runtime) VALUES (?, ?, ?, ?, ?)",
-                             FUNCTIONS)
-            set_signatures(conn, [(1, json.dumps(PLAN))])
-            return record.key
-
-        key = writer.call(setup).result(timeout=TIMEOUT)
-        writer.submit_rows(events(key))
-        writer.call(lambda c: store_sessions.finish_process(c, key, PID, SessionStatus.EXITED, 0, 2_000, None))
-        writer.call(lambda c: None).result(timeout=TIMEOUT)
-    finally:
-        writer.close()
-    return db, key
+def store(home: Path) -> Stored:
+    return store_session(home, SESSION, "/proj/values", FUNCTIONS, events, signatures=[(1, json.dumps(PLAN))],
+                         status=SessionStatus.EXITED, code=0)
 
 
 def test_exported_values_are_debug_querys_verbose_values(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    db, key = store(home)
-    with contextlib.closing(open_store(db)) as conn:
-        shown = query_wire(conn, key, SESSION, EventFilter(), limit=100, offset=0, verbose=True).events
+    stored = store(home)
+    with contextlib.closing(open_store(stored.db)) as conn:
+        shown = query_wire(conn, stored.key, SESSION, EventFilter(), limit=100, offset=0, verbose=True).events
         result = export_session(conn, SESSION, "chrome", None, home=home)
     calls = check_chrome(load_chrome(result.path))[(PID, PID)]
     assert [c["name"] for c in calls] == ["make_pair", "app.greet", "app.greet"]

@@ -144,19 +144,19 @@ class Lifecycle:
                 await self._services.worker.run(functools.partial(self._services.launcher.detach, process.handle))
             except FridaAttachFailed as exc:  # it ended meanwhile: its end is reported as usual
                 log.info("session %s: pid %d not detached (%s)", live.record.id, process.pid, exc)
-        try:
-            await asyncio.wait_for(live.finished.wait(), STOP_TIMEOUT_S)
-        except TimeoutError:
-            log.warning("session %s: no detach reported within %.0fs; closing it anyway", live.record.id,
-                        STOP_TIMEOUT_S)
-            await self.finish(live, SessionStatus.STOPPED)
+        await self._await_end(live, "detaching")
 
     async def stop(self, live: LiveSession) -> None:
         """Kill the session's processes and wait for it to end (recorded as stopped if Frida never says)."""
         await self.kill_all(live)
+        await self._await_end(live, "the kill")
+
+    async def _await_end(self, live: LiveSession, after: str) -> None:
+        """Wait for the session to end once its processes were let go of or killed (`after` names which, for the
+        log); if Frida reports no detach within STOP_TIMEOUT_S, finish it as stopped anyway."""
         try:
             await asyncio.wait_for(live.finished.wait(), STOP_TIMEOUT_S)
         except TimeoutError:
-            log.warning("session %s: no detach within %.0fs of kill; closing it anyway", live.record.id,
-                        STOP_TIMEOUT_S)
+            log.warning("session %s: no detach reported within %.0fs of %s; closing it anyway", live.record.id,
+                        STOP_TIMEOUT_S, after)
             await self.finish(live, SessionStatus.STOPPED)
