@@ -13,6 +13,11 @@ export function createTracerModule(shared: NativePointer): CModule {
     clock_gettime: Module.getGlobalExportByName("clock_gettime"),
     pthread_self: Module.getGlobalExportByName("pthread_self"),
     pthread_getname_np: Module.getGlobalExportByName("pthread_getname_np"),
+    calloc: Module.getGlobalExportByName("calloc"),
+    realloc: Module.getGlobalExportByName("realloc"),
+    write: Module.getGlobalExportByName("write"),
+    abort: Module.getGlobalExportByName("abort"),
+    gettid: Module.getGlobalExportByName("gettid"),
   });
 }
 
