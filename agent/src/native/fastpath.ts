@@ -11,14 +11,14 @@
 //   thread's stack, that thread's real return addresses are put back (tracer.c's shadow_restore), and afterwards
 //   the frames still alive return through the thunk again (shadow_rehook): around C++ and Rust exceptions
 //   (_Unwind_RaiseException, _Unwind_Resume_or_Rethrow, _Unwind_ForcedUnwind until __cxa_begin_catch), around
-//   _Unwind_Backtrace, and while a thread is held at a breakpoint or reports a crash (withTrueStack).
+//   _Unwind_Backtrace, and while a thread is held at a breakpoint or reports a crash (common/stacks.ts).
 // - A function replaced this way cannot also be attached to by Interceptor (a breakpoint at its entry, a step
 //   entering it, a trap in its first bytes): those ask `yieldTo(address)` first, and the tracer moves the function
 //   to the attach path (Frida's trampolines, which coexist with other listeners).
 // - longjmp and frames abandoned by exceptions: fast_exit matches a return by its stack slot, so calls left on the
 //   shadow stack by frames that never returned are dropped there (their calls keep no exit event).
-// - A process Strobe attached to keeps Frida's trampolines (`allowed` is false): its stacks must hold no address
-//   of Strobe's once Strobe detaches.
+// - A process Strobe attached to keeps Frida's trampolines (stackRewrites.allowed is false): its stacks must hold no
+//   address of Strobe's once Strobe detaches.
 
 const ENTER_FRAME = 200; // sizeof (FastFrame) - 8: the return address is the frame's last word (tracer.h)
 const RET_FRAME = 48; // sizeof (RetFrame)
@@ -122,36 +122,13 @@ export class Stubs {
 // Who else hooks code (breakpoints, steps, traps) asks the tracer to give up the fast path at an address first.
 type Yield = (at: NativePointer) => void;
 let yielder: Yield | null = null;
-let truth: { restore: () => void; rehook: (sp: NativePointer) => void } | null = null;
 
-export const fastPath = {
-  allowed: true, // false once the agent learns it was attached to a running process (output.ts)
-};
-
-export function registerFastPath(onYield: Yield, restore: () => void, rehook: (sp: NativePointer) => void): void {
+export function registerYield(onYield: Yield): void {
   yielder = onYield;
-  truth = { restore, rehook };
 }
 
 // Before an Interceptor listener or a trap goes at or just after `at`: a function there on the fast path moves to
 // Frida's trampolines.
 export function yieldTo(at: NativePointer): void {
   yielder?.(at);
-}
-
-// Run `walk` (a backtrace, a stack dump) with the calling thread's real return addresses on its stack; `sp`: the
-// thread's stack pointer, below every frame still alive afterwards. `keep`: leave them restored (a crash report:
-// the thread may never come back).
-export function withTrueStack<T>(sp: NativePointer, walk: () => T, keep = false): T {
-  if (truth === null) {
-    return walk();
-  }
-  truth.restore();
-  try {
-    return walk();
-  } finally {
-    if (!keep) {
-      truth.rehook(sp);
-    }
-  }
 }

@@ -5,10 +5,11 @@
 // asks for it.
 
 import { emit, HookFailure, WatchError } from "../common/protocol.js";
+import { registerStackRewriter, stackRewrites } from "../common/stacks.js";
 import { FollowFunction, HookTarget, JsWatchSpec, NativeWatchSpec, SamplingConfig } from "../common/requests.js";
 import type { RuntimeTracer } from "../runtimes.js";
 import { createTracerModule } from "./cmodule.js";
-import { fastPath, registerFastPath, Stubs, Thunks, writeThunks } from "./fastpath.js";
+import { registerYield, Stubs, Thunks, writeThunks } from "./fastpath.js";
 import { ArgFollower } from "./follow.js";
 import {
   COMMITTED_SIZE,
@@ -132,13 +133,14 @@ export class NativeTracer implements RuntimeTracer {
     const restore = new NativeFunction(this.module.shadow_restore, "void", []);
     const rehook = new NativeFunction(this.module.shadow_rehook, "void", ["pointer"]);
     this.unwinding = new UnwindHooks(() => restore(), (sp) => rehook(sp));
-    registerFastPath((at) => this.yieldAt(at), () => restore(), (sp) => rehook(sp));
+    registerStackRewriter(() => restore(), (sp) => rehook(sp));
+    registerYield((at) => this.yieldAt(at));
   }
 
   // Hook `target` through the fast path where it may be (fastpath.ts), else with Frida's trampolines.
   private hook(target: HookTarget): Hook {
     const address = ptr(target.address);
-    if (fastPath.allowed) {
+    if (stackRewrites.allowed) {
       const module = Process.findModuleByAddress(address);
       if (module !== null && !this.unwindersSeen.has(module.path)) {
         this.unwindersSeen.add(module.path);
