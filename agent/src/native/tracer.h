@@ -99,6 +99,10 @@ extern gpointer realloc (gpointer p, gsize size);
 extern gssize write (gint fd, gconstpointer buf, gsize count);
 extern void abort (void);
 extern gint gettid (void);
+extern gint pthread_key_create (guint32 * key, gpointer destructor);
+extern gint pthread_key_delete (guint32 key);
+extern gpointer pthread_getspecific (guint32 key);
+extern gint pthread_setspecific (guint32 key, gconstpointer value);
 extern int pthread_getname_np (gpointer thread, gchar * name, gsize size);
 
 typedef struct {
@@ -117,7 +121,8 @@ typedef struct {
   volatile guint32 follow_limit; /* calls per window of a function whose pointers are followed */
   guint64 window; /* a sampling window, in clock ticks */
   /* The module's own state lives here too: TinyCC's static variables are read-only once linked. */
-  GumTlsKey thread_key;
+  guint32 thread_key; /* a pthread key */
+  guint32 reserved3;
   guint32 converted; /* ring sequence number up to which ticks are already nanoseconds */
   guint32 reserved2;
   gdouble ns_per_tick;

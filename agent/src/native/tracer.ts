@@ -8,7 +8,7 @@ import { emit, HookFailure, WatchError } from "../common/protocol.js";
 import { registerStackRewriter, stackRewrites } from "../common/stacks.js";
 import { FollowFunction, HookTarget, JsWatchSpec, NativeWatchSpec, SamplingConfig } from "../common/requests.js";
 import type { RuntimeTracer } from "../runtimes.js";
-import { createTracerModule } from "./cmodule.js";
+import { createTracerModules } from "./cmodule.js";
 import { registerYield, Stubs, Thunks, writeThunks } from "./fastpath.js";
 import { ArgFollower } from "./follow.js";
 import {
@@ -76,7 +76,9 @@ export class NativeTracer implements RuntimeTracer {
   private readonly names = Memory.alloc(NAMES_CAPACITY * THREAD_NAME_SIZE);
   private readonly threads = Memory.alloc(MAX_THREADS * THREAD_STACK_SIZE);
   private namesTail = 0;
-  private readonly module: CModule;
+  private readonly module: CModule; // tracer.c: the attach path, the drain
+  private readonly fast: CModule; // fastpath.c
+  readonly fastBuiltBy: "gcc" | "tinycc";
   private readonly drainFn: NativeFunction<number, [number]>;
   private readonly listeners = new Map<number, Hook>();
   private readonly fastAt = new Map<string, number>(); // the fast path's functions: address -> id
@@ -107,7 +109,10 @@ export class NativeTracer implements RuntimeTracer {
     this.shared.add(SHARED_THREADS).writePointer(this.threads);
     this.configureSampling({ hotCallsPerSecond: 100000, sampleEvery: 100 });
     this.shared.add(SHARED_FOLLOW_LIMIT).writeU32(FOLLOW_PER_SECOND);
-    this.module = createTracerModule(this.shared);
+    const modules = createTracerModules(this.shared);
+    this.module = modules.tracer;
+    this.fast = modules.fast;
+    this.fastBuiltBy = modules.fastBuiltBy;
     this.drainFn = new NativeFunction(this.module.drain, "uint32", ["uint32"]);
     const watches = this.jsWatches;
     const follower = this.follower;
@@ -125,13 +130,13 @@ export class NativeTracer implements RuntimeTracer {
     );
     new NativeFunction(this.module.js_hook_slot, "pointer", [])().writePointer(this.jsHook);
     this.shadows.writeByteArray(new Array(MAX_THREADS * 8).fill(0));
-    this.thunks = writeThunks(this.module.fast_enter, this.module.fast_exit);
+    this.thunks = writeThunks(this.fast.fast_enter, this.fast.fast_exit);
     const thunks = this.thunks;
     this.stubs = new Stubs(thunks.enter);
-    new NativeFunction(this.module.fast_config, "void", ["pointer", "pointer", "uint64"])(
+    new NativeFunction(this.fast.fast_config, "void", ["pointer", "pointer", "uint64"])(
       this.shadows, this.originals, uint64(thunks.ret.toString()));
-    const restore = new NativeFunction(this.module.shadow_restore, "void", []);
-    const rehook = new NativeFunction(this.module.shadow_rehook, "void", ["pointer"]);
+    const restore = new NativeFunction(this.fast.shadow_restore, "void", []);
+    const rehook = new NativeFunction(this.fast.shadow_rehook, "void", ["pointer"]);
     this.unwinding = new UnwindHooks(() => restore(), (sp) => rehook(sp));
     registerStackRewriter(() => restore(), (sp) => rehook(sp));
     registerYield((at) => this.yieldAt(at));
