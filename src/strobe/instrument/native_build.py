@@ -47,12 +47,21 @@ def _evaluate(expr: str, known: dict[str, int]) -> int:
             return known[node.id]
         if isinstance(node, ast.BinOp):
             left, right = value(node.left), value(node.right)
-            ops = {ast.Add: lambda: left + right, ast.Sub: lambda: left - right, ast.Mult: lambda: left * right,
-                   ast.LShift: lambda: left << right, ast.RShift: lambda: left >> right,
-                   ast.BitOr: lambda: left | right, ast.BitAnd: lambda: left & right}
-            for kind, apply in ops.items():
-                if isinstance(node.op, kind):
-                    return apply()
+            op = node.op
+            if isinstance(op, ast.Add):
+                return left + right
+            if isinstance(op, ast.Sub):
+                return left - right
+            if isinstance(op, ast.Mult):
+                return left * right
+            if isinstance(op, ast.LShift):
+                return left << right
+            if isinstance(op, ast.RShift):
+                return left >> right
+            if isinstance(op, ast.BitOr):
+                return left | right
+            if isinstance(op, ast.BitAnd):
+                return left & right
         raise LayoutError(f"cannot evaluate {ast.unparse(node)!r} in layout.ts")
 
     return value(ast.parse(expr.strip(), mode="eval").body)
