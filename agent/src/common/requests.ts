@@ -34,6 +34,7 @@ export interface HooksRequest {
   action: "add" | "remove";
   functions: HookTarget[];
   sampling: SamplingConfig;
+  fastPath: boolean; // native functions through Strobe's own trampolines where they may be (native/fastpath.ts)
 }
 
 // A read recipe, resolved by the host: start at `address` (relocated), for each deref add its offset

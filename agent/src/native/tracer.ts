@@ -143,9 +143,9 @@ export class NativeTracer implements RuntimeTracer {
   }
 
   // Hook `target` through the fast path where it may be (fastpath.ts), else with Frida's trampolines.
-  private hook(target: HookTarget): Hook {
+  private hook(target: HookTarget, fastPath: boolean): Hook {
     const address = ptr(target.address);
-    if (stackRewrites.allowed) {
+    if (fastPath && stackRewrites.allowed) {
       const module = Process.findModuleByAddress(address);
       if (module !== null && !this.unwindersSeen.has(module.path)) {
         this.unwindersSeen.add(module.path);
@@ -255,7 +255,7 @@ export class NativeTracer implements RuntimeTracer {
     this.shared.add(SHARED_SAMPLE_EVERY).writeU32(Math.max(1, config.sampleEvery));
   }
 
-  add(targets: HookTarget[]): HookFailure[] {
+  add(targets: HookTarget[], fastPath: boolean): HookFailure[] {
     const failed: HookFailure[] = [];
     for (const target of targets) {
       if (this.listeners.has(target.id)) {
@@ -268,7 +268,7 @@ export class NativeTracer implements RuntimeTracer {
       this.fstate.add(target.id * FSTATE_SIZE).writeByteArray(new Array(FSTATE_SIZE).fill(0));
       this.applyWatchMask(target.id);
       try {
-        this.listeners.set(target.id, this.hook(target));
+        this.listeners.set(target.id, this.hook(target, fastPath));
       } catch (e) {
         failed.push({ id: target.id, error: String(e) });
       }

@@ -111,7 +111,8 @@ def embed_c_sources(src: Path) -> list[Path]:
             encoding="utf-8",
         )
         written.append(module)
-    written.append(embed_fast_path(src / "native"))
+    if (src / "native" / "fastpath.c").is_file():
+        written.append(embed_fast_path(src / "native"))
     return written
 
 
