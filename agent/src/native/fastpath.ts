@@ -87,25 +87,25 @@ export function writeThunks(fastEnter: NativePointer, fastExit: NativePointer): 
   return { page, enter, ret };
 }
 
-// Per function id, a stub `mov r11, id; jmp enter`: written once, kept for the process's life.
+// Per function id, a stub `mov r11, id; jmp enter`: written once, kept for the process's life. A stub lies within
+// ±2 GB of its function, so that replaceFast patches the function's entry with a 5-byte jump: a far one takes 14
+// bytes, more than a small function has (the bytes past its end are the next function's).
 export class Stubs {
   private readonly byId = new Map<number, NativePointer>();
-  private readonly pages: NativePointer[] = []; // kept referenced: the garbage collector would free them
-  private page: NativePointer | null = null;
-  private used = STUBS_PER_PAGE;
+  private readonly pages: { page: NativePointer; used: number }[] = []; // kept referenced: the GC would free them
 
   constructor(private readonly enter: NativePointer) {}
 
-  get(id: number): NativePointer {
+  get(id: number, near: NativePointer): NativePointer {
     let stub = this.byId.get(id);
     if (stub === undefined) {
-      if (this.used === STUBS_PER_PAGE) {
-        this.page = Memory.alloc(Process.pageSize);
-        this.pages.push(this.page);
-        this.used = 0;
+      let page = this.pages.find((p) => p.used < STUBS_PER_PAGE && distance(p.page, near) < NEAR_BYTES);
+      if (page === undefined) {
+        page = { page: Memory.alloc(Process.pageSize, { near, maxDistance: NEAR_BYTES }), used: 0 };
+        this.pages.push(page);
       }
-      stub = (this.page as NativePointer).add(this.used * STUB_SIZE);
-      this.used++;
+      stub = page.page.add(page.used * STUB_SIZE);
+      page.used++;
       const at = stub;
       Memory.patchCode(at, STUB_SIZE, (code) => {
         const w = new X86Writer(code, { pc: at });
@@ -117,6 +117,13 @@ export class Stubs {
     }
     return stub;
   }
+}
+
+const NEAR_BYTES = 0x7ff00000; // what a 5-byte jump reaches, with room for the stub's own size
+
+function distance(a: NativePointer, b: NativePointer): number {
+  const d = a.compare(b) >= 0 ? a.sub(b) : b.sub(a);
+  return d.compare(ptr(NEAR_BYTES)) >= 0 ? NEAR_BYTES : d.toUInt32();
 }
 
 // Who else hooks code (breakpoints, steps, traps) asks the tracer to give up the fast path at an address first.

@@ -152,7 +152,7 @@ export class NativeTracer implements RuntimeTracer {
         this.unwinding.install(module);
       }
       try {
-        const original = Interceptor.replaceFast(address, this.stubs.get(target.id));
+        const original = Interceptor.replaceFast(address, this.stubs.get(target.id, address));
         this.originals.add(target.id * 8).writePointer(original);
         this.fastAt.set(address.toString(), target.id);
         return { address, listener: null };
