@@ -55,6 +55,8 @@ shadow_room (ThreadStack * st)
   return sh;
 }
 
+static void rehook (Shadow * sh, guint64 sp);
+
 guint64
 fast_enter (FastFrame * f)
 {
@@ -79,6 +81,8 @@ fast_enter (FastFrame * f)
   inv.depth = 0;
   inv.st = current_thread (&inv.tid);
   sh = shadow_room (inv.st);
+  if (sh != NULL && sh->rehook)
+    rehook (sh, GPOINTER_TO_SIZE (&f->ret)); /* after a backtrace: this call's frame is below every live one */
   record_enter (&inv, fs, calls, &f->rdi, f->xmm, &f->ret);
   if (sh != NULL)
   {
@@ -141,6 +145,8 @@ fast_exit (RetFrame * f)
       sh->e[k++] = sh->e[j];
   }
   sh->depth = k;
+  if (sh->rehook)
+    rehook (sh, GPOINTER_TO_SIZE (slot)); /* after a backtrace: the frames above this one are alive */
   record_exit (&inv, ts, f->rax, f->rdx, f->xmm0);
   return ret;
 }
@@ -173,16 +179,12 @@ shadow_restore (void)
   }
 }
 
-/* After the unwinder is done, the calling thread's stack pointer at `sp`: the calls whose frames were unwound
-   (their return address at or below sp) leave the shadow stack without an exit; the others return through the
-   thunk again. */
-void
-shadow_rehook (guint64 sp)
+/* The restored calls of a thread whose stack pointer is at `sp`: those whose frames are gone (their return address
+   at or below sp) leave the shadow stack without an exit; the others return through the thunk again. */
+static void
+rehook (Shadow * sh, guint64 sp)
 {
-  Shadow * sh = own_shadow ();
   guint32 i, k = 0;
-  if (sh == NULL)
-    return;
   for (i = 0; i != sh->depth; i++)
   {
     ShadowEntry * e = &sh->e[i];
@@ -196,6 +198,29 @@ shadow_rehook (guint64 sp)
     sh->e[k++] = *e;
   }
   sh->depth = k;
+  sh->rehook = 0;
+}
+
+/* After the unwinder is done, the calling thread's stack pointer at `sp`: where a C++ exception is caught
+   (__cxa_begin_catch), after a pause or a backtrace taken by the agent. */
+void
+shadow_rehook (guint64 sp)
+{
+  Shadow * sh = own_shadow ();
+  if (sh != NULL)
+    rehook (sh, sp);
+}
+
+/* Called by the unwinder thunk (fastpath.ts) on entry to libgcc's unwinder: `kind` 1 for an exception (its catch
+   rehooks: shadow_rehook), 2 for _Unwind_Backtrace (the thread's next fast call or return rehooks: no code of
+   ours may run on the way out of the unwinder, whose first frame is its caller's). */
+void
+shadow_unwinding (guint64 kind)
+{
+  Shadow * sh = own_shadow ();
+  shadow_restore ();
+  if (sh != NULL && kind == 2)
+    sh->rehook = 1;
 }
 
 void

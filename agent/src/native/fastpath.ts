@@ -22,6 +22,7 @@
 
 const ENTER_FRAME = 200; // sizeof (FastFrame) - 8: the return address is the frame's last word (tracer.h)
 const RET_FRAME = 48; // sizeof (RetFrame)
+const UNWIND_FRAME = 72; // 8 saved registers, and the stack 16-byte aligned for the call
 const XMM_AT = 64; // FastFrame.xmm
 const FUNC_AT = 192; // FastFrame.func
 const GP = ["rdi", "rsi", "rdx", "rcx", "r8", "r9", "rax", "r10"] as const;
@@ -38,11 +39,12 @@ export interface Thunks {
   page: NativePointer; // Memory.alloc's: kept referenced, or the garbage collector frees the page
   enter: NativePointer;
   ret: NativePointer;
+  unwind: NativePointer; // r10 = kind, r11 = where the original's address is: shadow_unwinding (kind), then on
 }
 
 // Both thunks, in one executable page that is never freed (return addresses may point into it until the process
 // ends).
-export function writeThunks(fastEnter: NativePointer, fastExit: NativePointer): Thunks {
+export function writeThunks(fastEnter: NativePointer, fastExit: NativePointer, unwinding: NativePointer): Thunks {
   const page = Memory.alloc(Process.pageSize);
   Memory.protect(page, Process.pageSize, "rwx");
   const w = new X86Writer(page);
@@ -82,9 +84,22 @@ export function writeThunks(fastEnter: NativePointer, fastExit: NativePointer): 
   w.putMovRegRegOffsetPtr("rdx", "rsp", 40);
   w.putAddRegImm("rsp", RET_FRAME);
   w.putJmpReg("r11");
+  while (!w.code.and(15).isNull()) {
+    w.putNop();
+  }
+  const unwind = w.code;
+  const saved = ["rdi", "rsi", "rdx", "rcx", "r8", "r9", "rax", "r11"] as const;
+  w.putSubRegImm("rsp", UNWIND_FRAME);
+  saved.forEach((reg, i) => w.putMovRegOffsetPtrReg("rsp", 8 * i, reg));
+  w.putMovRegReg("rdi", "r10");
+  w.putCallAddress(unwinding);
+  saved.forEach((reg, i) => w.putMovRegRegOffsetPtr(reg, "rsp", 8 * i));
+  w.putAddRegImm("rsp", UNWIND_FRAME);
+  w.putMovRegRegPtr("r11", "r11");
+  w.putJmpReg("r11");
   w.flush();
   Memory.protect(page, Process.pageSize, "r-x");
-  return { page, enter, ret };
+  return { page, enter, ret, unwind };
 }
 
 // Per function id, a stub `mov r11, id; jmp enter`: written once, kept for the process's life. A stub lies within

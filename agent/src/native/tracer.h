@@ -73,6 +73,8 @@ typedef struct {
 typedef struct {
   guint32 depth;
   guint32 capacity;
+  guint32 rehook; /* 1: restored entries go back through the thunk at the thread's next fast call or return */
+  guint32 reserved;
   ShadowEntry e[1]; /* capacity entries */
 } Shadow;
 

@@ -130,14 +130,22 @@ export class NativeTracer implements RuntimeTracer {
     );
     new NativeFunction(this.module.js_hook_slot, "pointer", [])().writePointer(this.jsHook);
     this.shadows.writeByteArray(new Array(MAX_THREADS * 8).fill(0));
-    this.thunks = writeThunks(this.fast.fast_enter, this.fast.fast_exit);
+    this.thunks = writeThunks(this.fast.fast_enter, this.fast.fast_exit, this.fast.shadow_unwinding);
     const thunks = this.thunks;
     this.stubs = new Stubs(thunks.enter);
     new NativeFunction(this.fast.fast_config, "void", ["pointer", "pointer", "uint64"])(
       this.shadows, this.originals, uint64(thunks.ret.toString()));
     const restore = new NativeFunction(this.fast.shadow_restore, "void", []);
     const rehook = new NativeFunction(this.fast.shadow_rehook, "void", ["pointer"]);
-    this.unwinding = new UnwindHooks(() => restore(), (sp) => rehook(sp));
+    this.unwinding = new UnwindHooks(thunks.unwind, (sp) => rehook(sp));
+    // libgcc_s may come later (glibc loads it for backtrace() and pthread_cancel): its unwinder then, too.
+    Process.attachModuleObserver({
+      onAdded: (module) => {
+        if (this.fastAt.size > 0 && /^libgcc_s\.so|^libstdc\+\+\.so/.test(module.name)) {
+          this.unwinding.install(module);
+        }
+      },
+    });
     registerStackRewriter(() => restore(), (sp) => rehook(sp));
     registerYield((at) => this.yieldAt(at));
   }

@@ -1,53 +1,68 @@
-// The fast path's return addresses and the unwinders that walk the stack (see fastpath.ts): before libgcc's
-// unwinder walks a thread's stack for an exception (C++, Rust panics, pthread_exit's forced unwind) or a backtrace,
-// that thread's real return addresses go back on its stack; frames still alive afterwards return through the thunk
-// again: after _Unwind_Backtrace, and where a C++ exception is caught (__cxa_begin_catch: the frames below the catch
-// were unwound). Every copy of these functions is hooked: the exported ones (libgcc_s, libstdc++, also when loaded
-// later) and a module's own (a statically linked unwinder).
+// The fast path's return addresses and libgcc's unwinder (see fastpath.ts). Before the unwinder walks a thread's
+// stack for an exception (C++, a Rust panic, pthread_exit's forced unwind) or a backtrace, that thread's real
+// return addresses go back on its stack (fastpath.c's shadow_unwinding, called by the unwind thunk); the frames
+// still alive afterwards return through the thunk again: where a C++ exception is caught (__cxa_begin_catch: the
+// frames below it were unwound), and after a backtrace at the thread's next traced call or return.
+//
+// The unwinder's entry points are replaced (Interceptor.replaceFast), not attached to: an attach listener's
+// trampoline stands between the unwinder and its caller, and libgcc starts unwinding from its own frame (measured:
+// a C++ throw ended in std::terminate, backtrace() found no frame). Every copy is hooked: the exported ones
+// (libgcc_s, also when it is loaded later) and a module's own (a statically linked unwinder).
 //
 // Not rehooked: frames above a caught Rust panic (catch_unwind has no exported catch point) return directly, so
 // their calls keep no exit event; an exception thrown and caught inside a destructor while another one unwinds
 // rehooks the outer one's frames early (libgcc then stops at the thunk: the program terminates).
 
-const RESTORE_ON_ENTER = ["_Unwind_RaiseException", "_Unwind_Resume_or_Rethrow", "_Unwind_ForcedUnwind"];
-const AROUND = ["_Unwind_Backtrace"];
-const CATCH = ["__cxa_begin_catch"];
+const EXCEPTION = 1; // shadow_unwinding's kinds
+const BACKTRACE = 2;
+const UNWINDERS: [string, number][] = [
+  ["_Unwind_RaiseException", EXCEPTION],
+  ["_Unwind_Resume_or_Rethrow", EXCEPTION],
+  ["_Unwind_ForcedUnwind", EXCEPTION],
+  ["_Unwind_Backtrace", BACKTRACE],
+];
+const CATCH = "__cxa_begin_catch";
+const STUB_SIZE = 48;
 
 export class UnwindHooks {
   private readonly hooked = new Set<string>(); // addresses
+  private readonly kept: NativePointer[] = []; // stubs and cells: the garbage collector would free them
 
-  constructor(private readonly restore: () => void, private readonly rehook: (sp: NativePointer) => void) {}
+  constructor(private readonly thunk: NativePointer, private readonly rehook: (sp: NativePointer) => void) {}
 
   // Hook the exported copies, and `module`'s own when it has any.
   install(module: Module | null): void {
-    for (const name of [...RESTORE_ON_ENTER, ...AROUND, ...CATCH]) {
-      this.hook(name, Module.findGlobalExportByName(name));
+    for (const [name, kind] of UNWINDERS) {
+      this.replace(Module.findGlobalExportByName(name), kind);
       if (module !== null) {
-        this.hook(name, module.findSymbolByName(name));
+        this.replace(module.findExportByName(name) ?? module.findSymbolByName(name), kind);
+      }
+    }
+    for (const at of [Module.findGlobalExportByName(CATCH), module?.findSymbolByName(CATCH) ?? null]) {
+      if (at !== null && !this.hooked.has(at.toString())) {
+        this.hooked.add(at.toString());
+        const rehook = this.rehook;
+        Interceptor.attach(at, { onEnter() { rehook(this.context.sp); } });
       }
     }
   }
 
-  private hook(name: string, at: NativePointer | null): void {
+  // `at` jumps to a stub near it: `mov r11, cell; mov r10, kind; jmp thunk`; the cell holds the original's entry.
+  private replace(at: NativePointer | null, kind: number): void {
     if (at === null || this.hooked.has(at.toString())) {
       return;
     }
     this.hooked.add(at.toString());
-    const { restore, rehook } = this;
-    if (RESTORE_ON_ENTER.includes(name)) {
-      Interceptor.attach(at, { onEnter() { restore(); } });
-    } else if (AROUND.includes(name)) {
-      Interceptor.attach(at, {
-        onEnter() {
-          this.sp = this.context.sp;
-          restore();
-        },
-        onLeave() {
-          rehook(this.sp as NativePointer);
-        },
-      });
-    } else {
-      Interceptor.attach(at, { onEnter() { rehook(this.context.sp); } });
-    }
+    const cell = Memory.alloc(Process.pointerSize);
+    const stub = Memory.alloc(Process.pageSize, { near: at, maxDistance: 0x7ff00000 });
+    this.kept.push(cell, stub);
+    Memory.patchCode(stub, STUB_SIZE, (code) => {
+      const w = new X86Writer(code, { pc: stub });
+      w.putMovRegAddress("r11", cell);
+      w.putMovRegU64("r10", kind);
+      w.putJmpAddress(this.thunk);
+      w.flush();
+    });
+    cell.writePointer(Interceptor.replaceFast(at, stub));
   }
 }
