@@ -55,11 +55,11 @@ class FakeHandle:
     crash_acks: int = 0
     alive: bool = True
 
-    def update_hooks(self, action: Any, functions: list[tuple[int, int]], options: HookOptions) -> HooksUpdated:
+    def update_hooks(self, action: Any, functions: list[tuple[int, int, int]], options: HookOptions) -> HooksUpdated:
         if not self.alive:
             raise ProcessGone(f"The process {self.pid} is gone.")
         failed = []
-        for slot, address in functions:
+        for slot, address, _size in functions:
             if action == "remove":
                 self.hooked.pop(slot, None)
             elif address & 0xF000:

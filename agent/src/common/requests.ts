@@ -15,6 +15,7 @@ export interface CrashAck {
 export interface HookTarget {
   id: number;
   address: string;
+  size: number; // the function's bytes, 0 when unknown (then never the fast path: it patches 16 bytes and more)
 }
 
 export interface SamplingConfig {

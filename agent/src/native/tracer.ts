@@ -55,9 +55,26 @@ interface Hook {
   listener: InvocationListener | null;
 }
 
+// Interceptor.replaceFast patches at least this many bytes of a function's entry, on whole instructions (measured:
+// a jump padded with nops up to the first instruction boundary at or past 16), even where a 5-byte jump reaches: a
+// smaller function would have its neighbour's first bytes overwritten.
+const FAST_PATCH = 16;
+
+function patchFits(address: NativePointer, size: number): boolean {
+  let end = 0;
+  try {
+    while (end < FAST_PATCH) {
+      end += Instruction.parse(address.add(end)).size;
+    }
+  } catch {
+    return false;
+  }
+  return end <= size;
+}
+
 // A function on the fast path cannot share its first bytes with another hook: who arms one within this many bytes
-// of its entry moves it to the attach path (Interceptor writes at most a 14-byte jump there, on whole instructions).
-const PATCHED_BYTES = 16;
+// of its entry moves it to the attach path (replaceFast patches 16 bytes and the rest of the instruction there).
+const PATCHED_BYTES = 24;
 
 const EAGER_PENDING = RING_CAPACITY / 16;
 const LAZY_DRAIN_MS = 100;
@@ -153,7 +170,7 @@ export class NativeTracer implements RuntimeTracer {
   // Hook `target` through the fast path where it may be (fastpath.ts), else with Frida's trampolines.
   private hook(target: HookTarget, fastPath: boolean): Hook {
     const address = ptr(target.address);
-    if (fastPath && stackRewrites.allowed) {
+    if (fastPath && stackRewrites.allowed && patchFits(address, target.size)) {
       const module = Process.findModuleByAddress(address);
       if (module !== null && !this.unwindersSeen.has(module.path)) {
         this.unwindersSeen.add(module.path);

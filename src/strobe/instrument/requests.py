@@ -23,6 +23,7 @@ class FlushRequest(TypedDict):
 class HookTarget(TypedDict):
     id: int
     address: str  # hex
+    size: int  # the function's bytes, 0 when unknown (then never the fast path: it patches 16 bytes and more)
 
 
 class SamplingConfig(TypedDict):
@@ -211,14 +212,14 @@ CRASH_ACK: CrashAck = {"type": "crash_ack"}
 
 
 def hooks_request(
-    request_id: int, action: Literal["add", "remove"], functions: list[tuple[int, int]], options: HookOptions,
+    request_id: int, action: Literal["add", "remove"], functions: list[tuple[int, int, int]], options: HookOptions,
 ) -> HooksRequest:
-    """`functions`: (function id, runtime address)."""
+    """`functions`: (function id, runtime address, size in bytes or 0)."""
     return {
         "type": "hooks",
         "requestId": request_id,
         "action": action,
-        "functions": [{"id": fid, "address": hex(address)} for fid, address in functions],
+        "functions": [{"id": fid, "address": hex(address), "size": size} for fid, address, size in functions],
         "sampling": {"hotCallsPerSecond": options.hot_calls_per_second, "sampleEvery": options.sample_every},
         "fastPath": options.fast_path,
     }

@@ -78,13 +78,13 @@ class NativeRuntime(Runtime):
         options: HookOptions,
     ) -> dict[int, str]:
         if remove:
-            await run(lambda: handle.update_hooks("remove", [(s, 0) for s in remove], options))
+            await run(lambda: handle.update_hooks("remove", [(s, 0, 0) for s in remove], options))
         if not add:
             return {}
         failed = {slot: why if why == GO_HOOK_REFUSAL else
                   f"{why} (left unhooked; trace its callers or the functions it calls instead)"
                   for slot, why in (await asyncio.to_thread(unsafe_entries, add)).items()}
-        safe = [(s, f.runtime_address) for s, f in add if s not in failed]
+        safe = [(s, f.runtime_address, f.info.size) for s, f in add if s not in failed]
         if safe:
             reply = await run(lambda: handle.update_hooks("add", safe, options))
             failed |= {failure.id: f"{failure.error} (too small to hook, or not code)" for failure in reply.failed}
