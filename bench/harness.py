@@ -89,6 +89,8 @@ async def poll(check: Callable[[], Awaitable[T | None]], timeout: float, what: s
 async def client(home: Path) -> AsyncIterator[Strobe]:
     """An MCP client of `strobe mcp` on `home` (its daemon is started if none runs); the caller owns the home."""
     env = {"STROBE_HOME": str(home)}
+    if "PYTHONPATH" in os.environ:  # the strobe this run imports (a worktree's), not the one the venv installed
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     async with AsyncExitStack() as stack:
         read, write = await stack.enter_async_context(
             stdio_client(StdioServerParameters(command=sys.executable, args=["-m", "strobe", "mcp"], env=env))

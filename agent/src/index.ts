@@ -45,7 +45,7 @@ function onHooks(request: HooksRequest): void {
   recv("hooks", onHooks);
   const tracer = route(request);
   tracer.configureSampling(request.sampling);
-  const failed = request.action === "add" ? tracer.add(request.functions) : tracer.remove(request.functions);
+  const failed = request.action === "add" ? tracer.add(request.functions, request.fastPath) : tracer.remove(request.functions);
   emit({ type: "hooks_updated", requestId: request.requestId, activeCount: tracer.activeCount, failed });
 }
 

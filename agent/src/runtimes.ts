@@ -9,7 +9,7 @@ import { NativeTracer } from "./native/tracer.js";
 
 export interface RuntimeTracer {
   // Hook these functions (ids chosen by the host), or remove their hooks; answers the ones that failed.
-  add(targets: HookTarget[]): HookFailure[];
+  add(targets: HookTarget[], fastPath: boolean): HookFailure[];
   remove(targets: HookTarget[]): HookFailure[];
   configureSampling(config: SamplingConfig): void;
   // Replace the watches (`version` is stamped on the batches recorded under them); answers the ones refused.

@@ -18,6 +18,7 @@ from strobe.daemon.services import Services
 from strobe.daemon.symbols import ModuleSymbols, SessionSymbols
 from strobe.instrument.handle import ProcessGone
 from strobe.instrument.protocol import CrashReport, HookFailure, HooksUpdated, ModuleInfo, WatchesUpdated
+from strobe.instrument.requests import HookOptions
 from strobe.paths import StrobePaths
 from strobe.store.reader import Reader
 from strobe.store.writer import Writer
@@ -54,11 +55,11 @@ class FakeHandle:
     crash_acks: int = 0
     alive: bool = True
 
-    def update_hooks(self, action: Any, functions: list[tuple[int, int]], hot: int, every: int) -> HooksUpdated:
+    def update_hooks(self, action: Any, functions: list[tuple[int, int, int]], options: HookOptions) -> HooksUpdated:
         if not self.alive:
             raise ProcessGone(f"The process {self.pid} is gone.")
         failed = []
-        for slot, address in functions:
+        for slot, address, _size in functions:
             if action == "remove":
                 self.hooked.pop(slot, None)
             elif address & 0xF000:

@@ -12,7 +12,10 @@ from strobe.daemon.runtimes import RUNTIMES, RuntimeKind, detect_kind, runtime_f
 from strobe.daemon.runtimes.cpython import interpreter_version, tracer_state
 from strobe.daemon.symbols import TraceableFunction
 from strobe.instrument.protocol import ModuleInfo, PySetupDone
+from strobe.instrument.requests import HookOptions
 from strobe.symbols.index import FunctionInfo
+
+OPTIONS = HookOptions(hot_calls_per_second=1, sample_every=1)
 
 
 def modules(*names: str) -> list[ModuleInfo]:
@@ -110,13 +113,13 @@ def python_function(qualname: str, line: int) -> TraceableFunction:
 async def test_cpython_targets_go_in_the_install_config_then_by_command() -> None:
     runtime, handle = RUNTIMES[RuntimeKind.CPYTHON], FakePython("waiting")
     run: Any = run_now
-    assert await runtime.apply_hooks(run, handle, [(3, python_function("serve", 10))], [], 1, 1) == {}
+    assert await runtime.apply_hooks(run, handle, [(3, python_function("serve", 10))], [], OPTIONS) == {}
     assert handle.commands == [] and handle.bootstraps == []  # not set up yet: kept for the install config
     assert await runtime.prepare(run, handle, 2) == []
     (bootstrap,) = handle.bootstraps
     assert '"qualname":"serve"' in bootstrap and '"depth":2' in bootstrap
     assert "@SINK@" in bootstrap and "@CONTROL_FD@" in bootstrap
-    assert await runtime.apply_hooks(run, handle, [(4, python_function("stop", 20))], [3], 1, 1) == {}
+    assert await runtime.apply_hooks(run, handle, [(4, python_function("stop", 20))], [3], OPTIONS) == {}
     assert [c["cmd"] for c in handle.commands] == ["targets"]  # waiting: queued by the agent, nobody waits
     assert handle.commands[0]["targets"] == [{"id": 4, "file": "/p/app.py", "line": 20, "qualname": "stop"}]
 
@@ -126,10 +129,10 @@ async def test_cpython_installed_tracer_confirms_or_refuses_targets() -> None:
     runtime, run = RUNTIMES[RuntimeKind.CPYTHON], cast(Any, run_now)
     handle = FakePython("installed", answer={"targets": 1, "ok": True})
     await runtime.prepare(run, handle, 3)
-    assert await runtime.apply_hooks(run, handle, [(1, python_function("serve", 10))], [], 1, 1) == {}
+    assert await runtime.apply_hooks(run, handle, [(1, python_function("serve", 10))], [], OPTIONS) == {}
     refusing = FakePython("installed", answer={"error": "sys.monitoring: every tool id is in use"})
     await runtime.prepare(run, refusing, 3)
-    failed = await runtime.apply_hooks(run, refusing, [(1, python_function("serve", 10))], [], 1, 1)
+    failed = await runtime.apply_hooks(run, refusing, [(1, python_function("serve", 10))], [], OPTIONS)
     assert failed == {1: "sys.monitoring: every tool id is in use"}
 
 
@@ -140,6 +143,6 @@ async def test_cpython_that_cannot_be_traced_says_why() -> None:
     (warning,) = await runtime.prepare(run, handle, 3)
     assert "Python functions cannot be traced in pid 4242: this process exports no CPython C API" in warning
     assert "native functions (with debug info) are still traced" in warning
-    failed = await runtime.apply_hooks(run, handle, [(1, python_function("serve", 10))], [], 1, 1)
+    failed = await runtime.apply_hooks(run, handle, [(1, python_function("serve", 10))], [], OPTIONS)
     assert failed == {1: "Python functions cannot be traced here: this process exports no CPython C API "
                          "(PyGILState_Ensure)"}

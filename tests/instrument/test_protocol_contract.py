@@ -23,6 +23,7 @@ from tests.instrument.contract import AgentTypes, differences, python_shape, val
 from strobe.instrument import protocol, records, requests
 from strobe.instrument.handle import ProcessHandle
 from strobe.instrument.launcher import Launcher
+from strobe.instrument.requests import HookOptions
 
 
 @functools.cache
@@ -163,8 +164,8 @@ def test_what_the_host_posts_fits_the_agent_interfaces() -> None:
     handle.tie_lifeline(4242, 7)
     handle.capture_output()
     handle.redirect_stdin(4242, 9)
-    handle.update_hooks("add", [(1, 0x401000), (2, 0x401200)], 100000, 100)
-    handle.update_hooks("remove", [(2, 0x401200)], 100000, 100)
+    handle.update_hooks("add", [(1, 0x401000, 64), (2, 0x401200, 0)], HookOptions(100000, 100))
+    handle.update_hooks("remove", [(2, 0x401200, 0)], HookOptions(100000, 100))
     handle.read_memory([RECIPE], 5.0)
     handle.read_memory([RECIPE], 5.0, poll=(7, 10, 1000))
     handle.set_watches(WATCHES)
@@ -191,8 +192,8 @@ def test_what_the_host_posts_fits_the_agent_interfaces() -> None:
 
 def test_a_posted_request_the_agent_does_not_expect_is_reported() -> None:
     ts = agent()
-    bad = {"type": "hooks", "requestId": 1, "action": "add", "functions": [{"id": "1", "address": "0x1"}],
-           "sampling": {"hotCallsPerSecond": 1}, "extra": True}
+    bad = {"type": "hooks", "requestId": 1, "action": "add", "functions": [{"id": "1", "address": "0x1", "size": 8}],
+           "sampling": {"hotCallsPerSecond": 1}, "fastPath": True, "extra": True}
     assert value_errors(bad, ts.shape("HooksRequest"), "HooksRequest", ts) == [
         "HooksRequest.extra: not in the agent's interface",
         "HooksRequest.functions[0].id: '1' is not number",

@@ -1,7 +1,8 @@
-"""The CModule's C (agent/src/native/tracer.c) compiles with gcc without a warning, with the TSC clock and
-without, exactly as the agent hands it to Frida: the #define prelude of layout.ts in front of tracer.c with
-tracer.h inlined; so does output capture's (agent/src/common/output.c). Frida's own headers are replaced by stubs
-(tests/instrument/cstubs) declaring what the files use. The structs are checked against the prelude by the C
+"""The CModules' C (agent/src/native/tracer.c and fastpath.c) compiles with gcc without a warning, with the TSC
+clock and without, exactly as the agent hands it to Frida: the #define prelude of layout.ts in front of the file
+with its includes inlined; so does output capture's (agent/src/common/output.c). Frida's own headers are replaced
+by stand-ins (agent/src/native/freestanding/glib.h, which the gcc build of fastpath.c uses too, and
+tests/instrument/cstubs for gum's) declaring what the files use. The structs are checked against the prelude by the C
 itself; a probe program prints the record layout as gcc lays it out, compared with the host's decoder
 (records.py)."""
 
@@ -18,6 +19,8 @@ from strobe.instrument import records
 from strobe.instrument.agent_build import inline_includes
 
 STUBS = Path(__file__).with_name("cstubs")
+GLIB = AGENT_SRC / "native" / "freestanding"
+FASTPATH_C = TRACER_C.with_name("fastpath.c")
 WARNINGS = ["-Wall", "-Wextra", "-Wshadow", "-Wstrict-prototypes", "-Wpointer-arith", "-Wcast-qual", "-Wundef",
             "-Werror"]
 RECORD_FIELDS = ["ts", "tid", "func", "kind", "flags", "parent", "a"]
@@ -30,23 +33,24 @@ def gcc(source: str, tmp_path: Path, name: str, *extra: str) -> subprocess.Compl
     path = tmp_path / f"{name}.c"
     path.write_text(source)
     return subprocess.run(
-        [compiler, "-std=gnu11", "-O2", *WARNINGS, f"-I{STUBS}", *extra, str(path)],
+        [compiler, "-std=gnu11", "-O2", *WARNINGS, f"-I{GLIB}", f"-I{STUBS}", *extra, str(path)],
         capture_output=True, text=True, timeout=120,
     )
 
 
-def module_source(clock: str) -> str:
-    """What cmodule.ts compiles: cPrelude(useTsc) + tracer.c (agent_build inlines tracer.h)."""
+def module_source(clock: str, c_file: Path = TRACER_C) -> str:
+    """What cmodule.ts compiles: cPrelude(useTsc) + the C file (agent_build inlines tracer.h, recording.h)."""
     prelude: str = layout_facts()["prelude"][clock]
-    return prelude + inline_includes(TRACER_C)
+    return prelude + inline_includes(c_file)
 
 
+@pytest.mark.parametrize("c_file", [TRACER_C, FASTPATH_C], ids=["tracer.c", "fastpath.c"])
 @pytest.mark.parametrize("clock", ["tsc", "plain"])
-def test_tracer_c_compiles_without_warnings(clock: str, tmp_path: Path) -> None:
-    source = module_source(clock)
+def test_tracer_c_compiles_without_warnings(clock: str, c_file: Path, tmp_path: Path) -> None:
+    source = module_source(clock, c_file)
     assert ("#define USE_TSC 1" in source) == (clock == "tsc")
-    done = gcc(source, tmp_path, f"tracer_{clock}", "-c", "-o", str(tmp_path / "tracer.o"))
-    assert done.returncode == 0, f"tracer.c ({clock} clock) does not compile cleanly:\n{done.stderr}"
+    done = gcc(source, tmp_path, f"{c_file.stem}_{clock}", "-c", "-o", str(tmp_path / "module.o"))
+    assert done.returncode == 0, f"{c_file.name} ({clock} clock) does not compile cleanly:\n{done.stderr}"
 
 
 def test_output_c_compiles_without_warnings(tmp_path: Path) -> None:
@@ -87,7 +91,7 @@ def test_record_layout_as_gcc_lays_it_out_is_what_the_host_decodes(tmp_path: Pat
         )
     probe = (
         layout_facts()["prelude"]["plain"]
-        + "#include <stdio.h>\n#include <glib.h>\n#include <gum/guminterceptor.h>\n#include <gum/gumtls.h>\n"
+        + "#include <stdio.h>\n#include <glib.h>\n#include <gum/guminterceptor.h>\n"
         + inline_includes(TRACER_C.with_name("tracer.h"))
         + "int main (void)\n{\n" + "\n".join(lines) + "\n  return 0;\n}\n"
     )

@@ -14,6 +14,7 @@ import { awaitAck, listenForAcks } from "./exit.js";
 import { CrashFrame, CrashReport, Siginfo, emit } from "./protocol.js";
 import { unheard } from "./forks.js";
 import { monotonicNow } from "./memory.js";
+import { withTrueStack } from "./stacks.js";
 
 const SIGNALS: Record<string, string> = {
   "access-violation": "SIGSEGV",
@@ -246,19 +247,22 @@ export interface ThreadSnapshot {
 // variables), "crash" only around the frame pointer (640 bytes: a dying thread's report stays small).
 export function snapshot(context: CpuContext, at?: NativePointer, sp?: NativePointer,
                          stack: "frames" | "crash" = "frames"): ThreadSnapshot {
-  const x64 = context as X64CpuContext;
-  const registers: Record<string, string> = {};
-  for (const name of REGISTERS) {
-    registers[name] = (x64 as unknown as Record<string, NativePointer>)[name].toString();
-  }
-  if (at !== undefined) {
-    registers.pc = at.toString();
-  }
-  if (sp !== undefined) {
-    registers.sp = sp.toString();
-  }
-  const [stackBase, dump] = stack === "frames" ? upTheStack(ptr(registers.sp), x64.rbp) : aroundFramePointer(x64.rbp);
-  return { registers, frames: frames(context, at), stackBase, stack: dump };
+  // The thread's own stack as its unwind information describes it (stacks.ts); a crashing thread's stays so.
+  return withTrueStack(context.sp, () => {
+    const x64 = context as X64CpuContext;
+    const registers: Record<string, string> = {};
+    for (const name of REGISTERS) {
+      registers[name] = (x64 as unknown as Record<string, NativePointer>)[name].toString();
+    }
+    if (at !== undefined) {
+      registers.pc = at.toString();
+    }
+    if (sp !== undefined) {
+      registers.sp = sp.toString();
+    }
+    const [stackBase, dump] = stack === "frames" ? upTheStack(ptr(registers.sp), x64.rbp) : aroundFramePointer(x64.rbp);
+    return { registers, frames: frames(context, at), stackBase, stack: dump };
+  }, stack === "crash");
 }
 
 function report(details: ExceptionDetails, info: Siginfo | null, flush: () => void): void {

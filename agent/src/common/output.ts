@@ -15,6 +15,7 @@
 import { OUTPUT_C } from "./generated/output_c.js";
 import { emit, OutputCapture } from "./protocol.js";
 import { CaptureOutputRequest } from "./requests.js";
+import { stackRewrites } from "./stacks.js";
 
 const MAX_CHUNK = 1 << 20; // bytes per message: a huge write arrives in several
 
@@ -55,6 +56,7 @@ function hookWritev(address: NativePointer): void {
 let hooked: string[] | null = null;
 
 function capture(requestId: number): OutputCapture {
+  stackRewrites.allowed = false; // asked of a process Strobe attached to: it may leave it running (stacks.ts)
   if (hooked === null) {
     hooked = [];
     for (const [name, hook] of [["write", hookWrite], ["writev", hookWritev]] as const) {

@@ -15,6 +15,7 @@ export interface CrashAck {
 export interface HookTarget {
   id: number;
   address: string;
+  size: number; // the function's bytes, 0 when unknown (then never the fast path: it patches 16 bytes and more)
 }
 
 export interface SamplingConfig {
@@ -34,6 +35,7 @@ export interface HooksRequest {
   action: "add" | "remove";
   functions: HookTarget[];
   sampling: SamplingConfig;
+  fastPath: boolean; // native functions through Strobe's own trampolines where they may be (native/fastpath.ts)
 }
 
 // A read recipe, resolved by the host: start at `address` (relocated), for each deref add its offset

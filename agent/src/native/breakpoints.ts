@@ -11,6 +11,7 @@ import { BreakpointFailure, LogpointHit, PauseReport, emit } from "../common/pro
 import { BreakpointSpec, ConditionArg, ResumeRequest, StepKind, ValueRead } from "../common/requests.js";
 import { snapshot } from "../common/crash.js";
 import { monotonicNow } from "../common/memory.js";
+import { yieldTo } from "./fastpath.js";
 import { Stepper } from "./stepping.js";
 import { Traps } from "./traps.js";
 
@@ -202,6 +203,7 @@ export class Breakpoints {
       this.armLine(state);
     } else {
       const breakpoints = this;
+      yieldTo(ptr(spec.address)); // a traced function on the fast path moves to Frida's trampolines
       const listener = Interceptor.attach(ptr(spec.address), {
         onEnter() {
           const context = this.context as X64CpuContext;

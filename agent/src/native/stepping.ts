@@ -13,6 +13,7 @@
 // thread hits meanwhile ends it too (its pause is the answer).
 
 import { StepKind, StepPlan } from "../common/requests.js";
+import { yieldTo } from "./fastpath.js";
 import { Traps } from "./traps.js";
 
 // How a step ends: where, and whether it is a function's first instruction (its frame not set up yet).
@@ -233,6 +234,7 @@ export class Stepper {
       return;
     }
     const stepper = this;
+    yieldTo(target);
     step.listeners.push(Interceptor.attach(target, {
       onEnter() {
         if (step.done || this.threadId !== step.tid) {

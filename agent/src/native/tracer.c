@@ -38,95 +38,8 @@
 
 #include <glib.h>
 #include <gum/guminterceptor.h>
-#include <gum/gumtls.h>
 #include "tracer.h"
-
-/* A native watch's value: 1, 2, 4 or 8 bytes at a fixed address (a global: always mapped). */
-static guint64
-read_watch (guint32 i)
-{
-  NativeWatch * w = &shared.native[i];
-  switch (w->size)
-  {
-    case 1: return *(volatile guint8 *) GSIZE_TO_POINTER (w->address);
-    case 2: return *(volatile guint16 *) GSIZE_TO_POINTER (w->address);
-    case 4: return *(volatile guint32 *) GSIZE_TO_POINTER (w->address);
-    default: return *(volatile guint64 *) GSIZE_TO_POINTER (w->address);
-  }
-}
-
-/* The watches of a call whose record r (sequence number index) is filled but not committed: native values
-   into the slot reserved just before it (committed first), then the JavaScript callback. */
-static void
-record_watches (Record * r, guint32 index, guint32 wm)
-{
-  if ((wm & WATCH_NATIVE) != 0)
-  {
-    Record * w = &shared.ring[(index - 1) & (RING_CAPACITY - 1)];
-    guint32 i;
-    w->ts = r->ts;
-    w->tid = r->tid;
-    w->func = r->func;
-    w->kind = KIND_WATCH;
-    w->flags = (guint16) (wm & WATCH_NATIVE);
-    w->parent = NO_PARENT;
-    for (i = 0; i != RECORD_ARG_COUNT; i++)
-      w->a[i] = (i < NATIVE_WATCH_SLOTS && (wm & (1u << i)) != 0) ? read_watch (i) : 0;
-    r->flags |= FLAG_NATIVE_WATCH;
-    COMMIT (index - 1);
-  }
-  if ((wm & WATCH_JS_WORK) != 0 && shared.js_hook != NULL)
-  {
-    if ((wm & WATCH_JS) != 0)
-      r->flags |= FLAG_JS_WATCH;
-    if ((wm & (r->kind == KIND_ENTER ? WATCH_FOLLOW_ENTER : WATCH_FOLLOW_EXIT)) != 0)
-      r->flags |= FLAG_FOLLOWED;
-    shared.js_hook (r->func, index, r, wm);
-  }
-}
-
-/* A capture record in the ring slot `index`, its header copied from the call's record r. */
-static Record *
-capture_slot (const Record * r, guint32 index, guint16 kind)
-{
-  Record * e = &shared.ring[index & (RING_CAPACITY - 1)];
-  e->ts = r->ts;
-  e->tid = r->tid;
-  e->func = r->func;
-  e->kind = kind;
-  e->flags = 0;
-  e->parent = NO_PARENT;
-  return e;
-}
-
-/* The argument words of a call that its signature needs beyond the integer registers (WATCH_CAPTURE_*), in the
-   slots just before the call's record r (and before its native watch slot, if any), committed first: `last` is
-   the highest of them. Frida's trampoline saved the caller's xmm registers (fxsave) and cpu->xmm points at
-   them, 16 bytes each; the stack arguments start above the return address. */
-static void
-record_capture (Record * r, guint32 last, guint32 wm, GumCpuContext * cpu)
-{
-  Record * e;
-  guint32 i;
-  if ((wm & WATCH_CAPTURE_STACK) != 0)
-  {
-    const guint64 * sp = (const guint64 *) GSIZE_TO_POINTER (cpu->rsp);
-    e = capture_slot (r, last, KIND_STACK);
-    for (i = 0; i != RECORD_ARG_COUNT; i++)
-      e->a[i] = sp[1 + i];
-    COMMIT (last);
-    last--;
-  }
-  if ((wm & WATCH_CAPTURE_XMM) != 0)
-  {
-    const guint64 * x = (const guint64 *) cpu->xmm;
-    e = capture_slot (r, last, KIND_XMM);
-    for (i = 0; i != RECORD_ARG_COUNT; i++)
-      e->a[i] = x[2 * i];
-    COMMIT (last);
-  }
-  r->flags |= FLAG_EXT;
-}
+#include "recording.h"
 
 gpointer
 watch_config (void)
@@ -140,58 +53,16 @@ js_hook_slot (void)
   return &shared.js_hook;
 }
 
-/* The calling thread's stack, found once per thread and then kept in a TLS slot (not Frida's per-listener
-   thread data, whose lookup is linear in the number of hooked functions the thread has called). Threads past
-   MAX_THREADS get their id tagged in the slot instead. */
-static ThreadStack *
-thread_register (GumInvocationContext * ic)
-{
-  guint32 tid = gum_invocation_context_get_thread_id (ic);
-  guint32 count = shared.thread_count, i;
-  ThreadStack * st;
-  if (count > MAX_THREADS)
-    count = MAX_THREADS;
-  for (i = 0; i != count; i++)
-  {
-    if (shared.threads[i].tid == tid)
-      break;
-  }
-  if (i == count)
-  {
-    /* A thread seen for the first time: give it a stack, and note its name while it is alive.
-       Only this thread can claim a slot for its own id, so two claims never race on one tid. */
-    guint32 slot = (guint32) g_atomic_int_add ((volatile gint *) &shared.names_head, 1);
-    ThreadName * entry = &shared.names[slot & (NAMES_CAPACITY - 1)];
-    entry->name[0] = 0;
-    pthread_getname_np (pthread_self (), entry->name, sizeof (entry->name));
-    entry->tid = tid;
-    i = (guint32) g_atomic_int_add ((volatile gint *) &shared.thread_count, 1);
-    if (i < MAX_THREADS)
-    {
-      shared.threads[i].depth = 0;
-      shared.threads[i].tid = tid;
-    }
-  }
-  else
-  {
-    /* A new thread reusing the id of one that ended: none of the old frames are open. */
-    shared.threads[i].depth = 0;
-  }
-  st = i < MAX_THREADS ? &shared.threads[i] : TAGGED_TID (tid);
-  gum_tls_key_set_value (shared.thread_key, st);
-  return st;
-}
+/* ---- The Interceptor.attach path: Frida's trampolines around on_enter / on_leave ---- */
 
 void
 on_enter (GumInvocationContext * ic)
 {
-  guint64 ts;
+  guint64 ts, gp[6];
   Invocation * inv;
   FState * fs;
-  ThreadStack * st;
   GumCpuContext * cpu;
-  Record * r;
-  guint32 func, calls, index = 0, parent = NO_PARENT, depth, tid, wm, native, ext;
+  guint32 func, calls, flags;
 
   NOW (ts);
   inv = GUM_IC_GET_INVOCATION_DATA (ic, Invocation);
@@ -199,83 +70,23 @@ on_enter (GumInvocationContext * ic)
   fs = &shared.fstate[func];
   inv->enter_ts = ts;
   inv->func = func;
-  inv->flags = 0;
-
-  if (ts - fs->window_start >= shared.window)
+  if (!sample (fs, ts, &calls, &flags))
   {
-    fs->sampling = fs->calls >= shared.hot_threshold && ts - fs->window_start < 2 * shared.window;
-    fs->window_start = ts;
-    fs->calls = 0;
-  }
-  calls = ++fs->calls;
-  if (calls >= shared.hot_threshold)
-    fs->sampling = 1;
-  if (fs->sampling)
-  {
-    if (calls % shared.sample_every != 0)
-    {
-      inv->flags = INVOCATION_SKIP;
-      ATOMIC_INC (&fs->sampled_out);
-      return;
-    }
-    inv->flags = FLAG_SAMPLED;
-  }
-
-  st = (ThreadStack *) gum_tls_key_get_value (shared.thread_key);
-  if (st == NULL)
-    st = thread_register (ic);
-  if ((GPOINTER_TO_SIZE (st) & 1) != 0)
-  {
-    tid = (guint32) (GPOINTER_TO_SIZE (st) >> 1);
-    st = NULL;
-  }
-  else
-  {
-    tid = st->tid;
-  }
-  inv->st = st;
-  inv->tid = tid;
-  wm = fs->watch_mask;
-  if (calls > shared.follow_limit && (wm & WATCH_FOLLOW) != 0)
-  {
-    wm &= ~WATCH_FOLLOW; /* following costs microseconds in JavaScript: past the limit, calls keep their addresses */
-    inv->flags |= FLAG_UNFOLLOWED; /* and their events say why */
-  }
-  inv->flags |= wm << WATCH_SHIFT;
-  native = (wm & WATCH_NATIVE) != 0 ? 1u : 0u;
-  ext = ((wm & WATCH_CAPTURE_XMM) != 0 ? 1u : 0u) + ((wm & WATCH_CAPTURE_STACK) != 0 ? 1u : 0u);
-  RESERVE (r, index, 1u + native + ext);
-  if (st != NULL)
-  {
-    depth = st->depth;
-    inv->depth = depth;
-    if (depth - 1 < MAX_DEPTH) /* 0 < depth <= MAX_DEPTH */
-      parent = st->stack[depth - 1];
-    if (depth < MAX_DEPTH)
-      st->stack[depth] = r != NULL ? index : NO_PARENT;
-    st->depth = depth + 1;
-  }
-  if (r == NULL)
+    inv->flags = INVOCATION_SKIP;
+    ATOMIC_INC (&fs->sampled_out);
     return;
+  }
+  inv->flags = flags;
+  inv->st = current_thread (&inv->tid);
   cpu = ic->cpu_context;
-  r->ts = ts;
-  r->tid = tid;
-  r->func = func;
-  r->kind = KIND_ENTER;
-  r->flags = (guint16) (inv->flags & INVOCATION_RECORD_FLAGS);
-  r->parent = parent;
-  /* System V x86-64: the first six integer arguments, read straight from the saved registers. */
-  r->a[0] = cpu->rdi;
-  r->a[1] = cpu->rsi;
-  r->a[2] = cpu->rdx;
-  r->a[3] = cpu->rcx;
-  r->a[4] = cpu->r8;
-  r->a[5] = cpu->r9;
-  if (ext != 0)
-    record_capture (r, index - 1u - native, wm, cpu);
-  if (wm != 0)
-    record_watches (r, index, wm);
-  COMMIT (index);
+  gp[0] = cpu->rdi;
+  gp[1] = cpu->rsi;
+  gp[2] = cpu->rdx;
+  gp[3] = cpu->rcx;
+  gp[4] = cpu->r8;
+  gp[5] = cpu->r9;
+  /* Frida's trampoline saved the caller's xmm registers (fxsave): cpu->xmm points at them. */
+  record_enter (inv, fs, calls, gp, (const guint64 *) cpu->xmm, (const guint64 *) GSIZE_TO_POINTER (cpu->rsp));
 }
 
 void
@@ -283,9 +94,6 @@ on_leave (GumInvocationContext * ic)
 {
   guint64 ts;
   Invocation * inv;
-  ThreadStack * st;
-  Record * r;
-  guint32 index = 0, parent = NO_PARENT, depth, wm;
 
   NOW (ts);
   inv = GUM_IC_GET_INVOCATION_DATA (ic, Invocation);
@@ -294,39 +102,7 @@ on_leave (GumInvocationContext * ic)
     ATOMIC_INC (&shared.fstate[inv->func].sampled_out);
     return;
   }
-  st = inv->st;
-  if (st != NULL)
-  {
-    /* Back to the depth of the matching enter, whatever happened to frames above it. */
-    depth = inv->depth;
-    st->depth = depth;
-    if (depth - 1 < MAX_DEPTH)
-      parent = st->stack[depth - 1];
-  }
-  wm = inv->flags >> WATCH_SHIFT;
-  RESERVE (r, index, (wm & WATCH_NATIVE) != 0 ? 2u : 1u);
-  if (r == NULL)
-    return;
-  r->ts = ts;
-  r->tid = inv->tid;
-  r->func = inv->func;
-  r->kind = KIND_EXIT;
-  r->flags = (guint16) (inv->flags & INVOCATION_RECORD_FLAGS);
-  r->parent = parent;
-  r->a[0] = ic->cpu_context->rax;
-  r->a[1] = ts - inv->enter_ts; /* in ticks until drain() */
-  if ((wm & WATCH_CAPTURE_RETURN) != 0)
-  {
-    /* The second integer return register and the two SSE ones (the low 8 bytes of each). */
-    const guint64 * x = (const guint64 *) ic->cpu_context->xmm;
-    r->a[2] = ic->cpu_context->rdx;
-    r->a[3] = x[0];
-    r->a[4] = x[2];
-    r->flags |= FLAG_EXT;
-  }
-  if (wm != 0)
-    record_watches (r, index, wm);
-  COMMIT (index);
+  record_exit (inv, ts, ic->cpu_context->rax, ic->cpu_context->rdx, (const guint64 *) ic->cpu_context->xmm);
 }
 
 #ifdef USE_TSC
@@ -393,7 +169,7 @@ round_ns (gdouble v)
 void
 init (void)
 {
-  shared.thread_key = gum_tls_key_new ();
+  pthread_key_create (&shared.thread_key, NULL);
 #ifdef USE_TSC
   sample_clocks (&shared.rate_ticks, &shared.rate_ns);
   shared.next_ticks = shared.rate_ticks;
@@ -413,7 +189,7 @@ init (void)
 void
 finalize (void)
 {
-  gum_tls_key_free (shared.thread_key);
+  pthread_key_delete (shared.thread_key);
 }
 
 /* The committed records from the tail on, up to the end of the ring and at most max, with their clocks in

@@ -58,7 +58,53 @@ typedef struct {
   gchar name[THREAD_NAME_TEXT_SIZE];
 } ThreadName;
 
+/* The fast path (fast_enter / fast_exit): a call's return address, replaced by the return thunk's, and what its exit
+   needs, on a per-thread shadow stack. */
+typedef struct {
+  guint64 * slot; /* where the caller's `call` left the return address */
+  guint64 ret; /* that return address */
+  guint64 enter_ts;
+  guint32 func;
+  guint32 flags; /* Invocation flags */
+  guint32 depth; /* the thread's ThreadStack depth at entry */
+  guint32 restored; /* 1: the slot holds `ret` again while an unwinder walks the stack */
+} ShadowEntry;
+
+typedef struct {
+  guint32 depth;
+  guint32 capacity;
+  guint32 rehook; /* 1: restored entries go back through the thunk at the thread's next fast call or return */
+  guint32 reserved;
+  ShadowEntry e[1]; /* capacity entries */
+} Shadow;
+
+/* What the enter thunk saved (fastpath.ts writes it): the argument registers, rax (varargs) and r10 (a static
+   chain), xmm0-7, the function id, then the return address the caller pushed (the frame's `slot`). */
+typedef struct {
+  guint64 rdi, rsi, rdx, rcx, r8, r9, rax, r10;
+  guint64 xmm[16];
+  guint64 func;
+  guint64 ret;
+} FastFrame;
+
+/* What the return thunk saved: xmm0, xmm1, rax, rdx; the returning frame's slot is just above. */
+typedef struct {
+  guint64 xmm0[2];
+  guint64 xmm1[2];
+  guint64 rax;
+  guint64 rdx;
+} RetFrame;
+
 extern gpointer pthread_self (void);
+extern gpointer calloc (gsize n, gsize size);
+extern gpointer realloc (gpointer p, gsize size);
+extern gssize write (gint fd, gconstpointer buf, gsize count);
+extern void abort (void);
+extern gint gettid (void);
+extern gint pthread_key_create (guint32 * key, gpointer destructor);
+extern gint pthread_key_delete (guint32 key);
+extern gpointer pthread_getspecific (guint32 key);
+extern gint pthread_setspecific (guint32 key, gconstpointer value);
 extern int pthread_getname_np (gpointer thread, gchar * name, gsize size);
 
 typedef struct {
@@ -77,7 +123,8 @@ typedef struct {
   volatile guint32 follow_limit; /* calls per window of a function whose pointers are followed */
   guint64 window; /* a sampling window, in clock ticks */
   /* The module's own state lives here too: TinyCC's static variables are read-only once linked. */
-  GumTlsKey thread_key;
+  guint32 thread_key; /* a pthread key */
+  guint32 reserved3;
   guint32 converted; /* ring sequence number up to which ticks are already nanoseconds */
   guint32 reserved2;
   gdouble ns_per_tick;
@@ -85,6 +132,9 @@ typedef struct {
   gint64 anchor_ns, rate_ns, next_ns;
   NativeWatch native[NATIVE_WATCH_SLOTS];
   void (* js_hook) (guint32 func, guint32 seq, Record * r, guint32 wm);
+  Shadow ** shadows; /* per ThreadStack slot: its shadow stack, allocated by its first fast call */
+  guint64 * originals; /* per function: where the fast path enters the original (Interceptor.replaceFast's) */
+  guint64 ret_thunk; /* the return thunk: a fast call's return address on the stack */
 } Shared;
 
 extern Shared shared;
@@ -110,6 +160,8 @@ LAYOUT (capture_slots, RECORD_ARG_COUNT <= 8); /* KIND_XMM: xmm0..xmm7 are the a
 LAYOUT (thread_name, sizeof (ThreadName) == THREAD_NAME_SIZE && AT (ThreadName, tid, THREAD_NAME_TID)
     && AT (ThreadName, name, THREAD_NAME_TEXT));
 LAYOUT (thread_stack, sizeof (ThreadStack) == THREAD_STACK_SIZE);
+LAYOUT (fast_frame, sizeof (FastFrame) == 208 && G_STRUCT_OFFSET (FastFrame, xmm) == 64
+    && G_STRUCT_OFFSET (FastFrame, func) == 192 && sizeof (RetFrame) == 48); /* fastpath.ts's thunks */
 LAYOUT (shared, sizeof (Shared) <= SHARED_SIZE && AT (Shared, ring, SHARED_RING)
     && AT (Shared, committed, SHARED_COMMITTED) && AT (Shared, fstate, SHARED_FSTATE)
     && AT (Shared, names, SHARED_NAMES) && AT (Shared, threads, SHARED_THREADS) && AT (Shared, head, SHARED_HEAD)

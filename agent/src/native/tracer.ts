@@ -5,9 +5,11 @@
 // asks for it.
 
 import { emit, HookFailure, WatchError } from "../common/protocol.js";
+import { registerStackRewriter, stackRewrites } from "../common/stacks.js";
 import { FollowFunction, HookTarget, JsWatchSpec, NativeWatchSpec, SamplingConfig } from "../common/requests.js";
 import type { RuntimeTracer } from "../runtimes.js";
-import { createTracerModule } from "./cmodule.js";
+import { createTracerModules } from "./cmodule.js";
+import { registerYield, Stubs, Thunks, writeThunks } from "./fastpath.js";
 import { ArgFollower } from "./follow.js";
 import {
   COMMITTED_SIZE,
@@ -44,7 +46,35 @@ import {
   WATCH_FOLLOW,
   WATCH_JS,
 } from "./layout.js";
+import { UnwindHooks } from "./unwinding.js";
 import { JsWatches } from "./watches.js";
+
+// How a function is hooked: Frida's trampolines (`listener`), or the fast path (`fast`: replaced at `address`).
+interface Hook {
+  address: NativePointer;
+  listener: InvocationListener | null;
+}
+
+// Interceptor.replaceFast patches at least this many bytes of a function's entry, on whole instructions (measured:
+// a jump padded with nops up to the first instruction boundary at or past 16), even where a 5-byte jump reaches: a
+// smaller function would have its neighbour's first bytes overwritten.
+const FAST_PATCH = 16;
+
+function patchFits(address: NativePointer, size: number): boolean {
+  let end = 0;
+  try {
+    while (end < FAST_PATCH) {
+      end += Instruction.parse(address.add(end)).size;
+    }
+  } catch {
+    return false;
+  }
+  return end <= size;
+}
+
+// A function on the fast path cannot share its first bytes with another hook: who arms one within this many bytes
+// of its entry moves it to the attach path (replaceFast patches 16 bytes and the rest of the instruction there).
+const PATCHED_BYTES = 24;
 
 const EAGER_PENDING = RING_CAPACITY / 16;
 const LAZY_DRAIN_MS = 100;
@@ -63,9 +93,18 @@ export class NativeTracer implements RuntimeTracer {
   private readonly names = Memory.alloc(NAMES_CAPACITY * THREAD_NAME_SIZE);
   private readonly threads = Memory.alloc(MAX_THREADS * THREAD_STACK_SIZE);
   private namesTail = 0;
-  private readonly module: CModule;
+  private readonly module: CModule; // tracer.c: the attach path, the drain
+  private readonly fast: CModule; // fastpath.c
+  readonly fastBuiltBy: "gcc" | "tinycc";
   private readonly drainFn: NativeFunction<number, [number]>;
-  private readonly listeners = new Map<number, InvocationListener>();
+  private readonly listeners = new Map<number, Hook>();
+  private readonly fastAt = new Map<string, number>(); // the fast path's functions: address -> id
+  private readonly shadows = Memory.alloc(MAX_THREADS * 8);
+  private readonly originals = Memory.alloc(MAX_FUNCTIONS * 8);
+  private readonly stubs: Stubs;
+  private readonly thunks: Thunks;
+  private readonly unwinding: UnwindHooks;
+  private readonly unwindersSeen = new Set<string>(); // module paths whose unwinder copies are hooked
   private readonly sampling = new Map<number, boolean>();
   private lastSamplingScan = 0;
   private sampledOut = 0; // as of the last scan, removed hooks included
@@ -87,7 +126,10 @@ export class NativeTracer implements RuntimeTracer {
     this.shared.add(SHARED_THREADS).writePointer(this.threads);
     this.configureSampling({ hotCallsPerSecond: 100000, sampleEvery: 100 });
     this.shared.add(SHARED_FOLLOW_LIMIT).writeU32(FOLLOW_PER_SECOND);
-    this.module = createTracerModule(this.shared);
+    const modules = createTracerModules(this.shared);
+    this.module = modules.tracer;
+    this.fast = modules.fast;
+    this.fastBuiltBy = modules.fastBuiltBy;
     this.drainFn = new NativeFunction(this.module.drain, "uint32", ["uint32"]);
     const watches = this.jsWatches;
     const follower = this.follower;
@@ -104,6 +146,76 @@ export class NativeTracer implements RuntimeTracer {
       ["uint32", "uint32", "pointer", "uint32"],
     );
     new NativeFunction(this.module.js_hook_slot, "pointer", [])().writePointer(this.jsHook);
+    this.shadows.writeByteArray(new Array(MAX_THREADS * 8).fill(0));
+    this.thunks = writeThunks(this.fast.fast_enter, this.fast.fast_exit, this.fast.shadow_unwinding);
+    const thunks = this.thunks;
+    this.stubs = new Stubs(thunks.enter);
+    new NativeFunction(this.fast.fast_config, "void", ["pointer", "pointer", "uint64"])(
+      this.shadows, this.originals, uint64(thunks.ret.toString()));
+    const restore = new NativeFunction(this.fast.shadow_restore, "void", []);
+    const rehook = new NativeFunction(this.fast.shadow_rehook, "void", ["pointer"]);
+    this.unwinding = new UnwindHooks(thunks.unwind, (sp) => rehook(sp));
+    // libgcc_s may come later (glibc loads it for backtrace() and pthread_cancel): its unwinder then, too.
+    Process.attachModuleObserver({
+      onAdded: (module) => {
+        if (this.fastAt.size > 0 && /^libgcc_s\.so|^libstdc\+\+\.so/.test(module.name)) {
+          this.unwinding.install(module);
+        }
+      },
+    });
+    registerStackRewriter(() => restore(), (sp) => rehook(sp));
+    registerYield((at) => this.yieldAt(at));
+  }
+
+  // Hook `target` through the fast path where it may be (fastpath.ts), else with Frida's trampolines.
+  private hook(target: HookTarget, fastPath: boolean): Hook {
+    const address = ptr(target.address);
+    if (fastPath && stackRewrites.allowed && patchFits(address, target.size)) {
+      const module = Process.findModuleByAddress(address);
+      if (module !== null && !this.unwindersSeen.has(module.path)) {
+        this.unwindersSeen.add(module.path);
+        this.unwinding.install(module);
+      }
+      try {
+        const original = Interceptor.replaceFast(address, this.stubs.get(target.id, address));
+        this.originals.add(target.id * 8).writePointer(original);
+        this.fastAt.set(address.toString(), target.id);
+        return { address, listener: null };
+      } catch {
+        // already hooked by someone else (a breakpoint's listener): Frida's trampolines share it
+      }
+    }
+    return { address, listener: this.attach(address, target.id) };
+  }
+
+  private attach(address: NativePointer, id: number): InvocationListener {
+    return Interceptor.attach(address, { onEnter: this.module.on_enter, onLeave: this.module.on_leave }, ptr(id));
+  }
+
+  private unhook(hook: Hook): void {
+    if (hook.listener !== null) {
+      hook.listener.detach();
+    } else {
+      Interceptor.revert(hook.address);
+      this.fastAt.delete(hook.address.toString());
+    }
+  }
+
+  // Another hook or a trap is about to go at `at`: a fast-path function whose first bytes hold it moves to Frida's
+  // trampolines (calls in flight finish through the return thunk as usual).
+  private yieldAt(at: NativePointer): void {
+    for (let back = 0; back < PATCHED_BYTES; back++) {
+      const start = at.sub(back);
+      const id = this.fastAt.get(start.toString());
+      if (id === undefined) {
+        continue;
+      }
+      Interceptor.revert(start);
+      this.fastAt.delete(start.toString());
+      Interceptor.flush();
+      this.listeners.set(id, { address: start, listener: this.attach(start, id) });
+      Interceptor.flush();
+    }
   }
 
   // Replace the watches. Records made under the old ones leave first, and every later batch carries
@@ -168,7 +280,7 @@ export class NativeTracer implements RuntimeTracer {
     this.shared.add(SHARED_SAMPLE_EVERY).writeU32(Math.max(1, config.sampleEvery));
   }
 
-  add(targets: HookTarget[]): HookFailure[] {
+  add(targets: HookTarget[], fastPath: boolean): HookFailure[] {
     const failed: HookFailure[] = [];
     for (const target of targets) {
       if (this.listeners.has(target.id)) {
@@ -181,12 +293,7 @@ export class NativeTracer implements RuntimeTracer {
       this.fstate.add(target.id * FSTATE_SIZE).writeByteArray(new Array(FSTATE_SIZE).fill(0));
       this.applyWatchMask(target.id);
       try {
-        const listener = Interceptor.attach(
-          ptr(target.address),
-          { onEnter: this.module.on_enter, onLeave: this.module.on_leave },
-          ptr(target.id),
-        );
-        this.listeners.set(target.id, listener);
+        this.listeners.set(target.id, this.hook(target, fastPath));
       } catch (e) {
         failed.push({ id: target.id, error: String(e) });
       }
@@ -197,9 +304,9 @@ export class NativeTracer implements RuntimeTracer {
 
   remove(targets: HookTarget[]): HookFailure[] {
     for (const target of targets) {
-      const listener = this.listeners.get(target.id);
-      if (listener !== undefined) {
-        listener.detach();
+      const hook = this.listeners.get(target.id);
+      if (hook !== undefined) {
+        this.unhook(hook);
         this.retiredSampledOut += this.fstate.add(target.id * FSTATE_SIZE + FSTATE_SAMPLED_OUT).readU32();
         this.listeners.delete(target.id);
         this.sampling.delete(target.id);

@@ -20,6 +20,8 @@
 // trap there reuses it), so arming the same lines again and again costs no memory.
 
 // `sp`: the thread's stack pointer at the int3 (the context's is the stub's, past the red zone).
+import { yieldTo } from "./fastpath.js";
+
 export type TrapHandler = (context: X64CpuContext, tid: number, at: NativePointer, sp: NativePointer) => void;
 
 interface Stub {
@@ -53,6 +55,7 @@ export class Traps {
     const key = at.toString();
     let stub = this.stubs.get(key);
     if (stub === undefined) {
+      yieldTo(at); // a traced function on the fast path whose first bytes hold `at` moves to Frida's trampolines
       const original = at.readU8();
       if (original === INT3) {
         throw new Error("the instruction there is already an int3 (another debugger's, or the program's own)");

@@ -26,6 +26,7 @@ from strobe.daemon.tracing import HookPlan, plan_hooks
 from strobe.daemon.watches import Watch, WatchDecoder, agent_watches, assign, scope_warnings
 from strobe.errors import ProcessExited
 from strobe.instrument.handle import ProcessGone
+from strobe.instrument.requests import HookOptions
 from strobe.store import functions as store_functions
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,10 @@ class Hooking:
             if plans and to_add and not process.hooked:  # a process joining: the argument plans in force
                 await services.worker.run(functools.partial(handle.set_follow, plans))
             failed = await process.image.runtime.apply_hooks(
-                services.worker.run, handle, to_add, to_remove, settings.hot_calls_per_second, settings.sample_every
+                services.worker.run, handle, to_add, to_remove, HookOptions(
+                    settings.hot_calls_per_second, settings.sample_every,
+                    settings.fast_path and not live.attached,  # Strobe may detach from what it attached to
+                ),
             )
         except ProcessGone as exc:
             raise ProcessExited(

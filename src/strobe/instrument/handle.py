@@ -42,6 +42,7 @@ from strobe.instrument.requests import (
     BreakpointSpec,
     BreakpointsRequest,
     CaptureOutputRequest,
+    HookOptions,
     LifelineRequest,
     PyCommandRequest,
     PySetupRequest,
@@ -156,12 +157,10 @@ class ProcessHandle:
             raise ProcessGone(f"The process {self.pid} exited while {doing}.")
         return waiter[1][0]
 
-    def update_hooks(
-        self, action: Any, functions: list[tuple[int, int]], hot_calls_per_second: int, sample_every: int
-    ) -> HooksUpdated:
-        """Ask the agent to add or remove hooks ((function id, runtime address) pairs) and wait for it."""
+    def update_hooks(self, action: Any, functions: list[tuple[int, int, int]], options: HookOptions) -> HooksUpdated:
+        """Ask the agent to add or remove hooks ((function id, runtime address, size) triples) and wait for it."""
         reply: HooksUpdated = self._request(
-            lambda rid: hooks_request(rid, action, functions, hot_calls_per_second, sample_every),
+            lambda rid: hooks_request(rid, action, functions, options),
             REQUEST_TIMEOUT_S, "its hooks were being changed",
         )
         return reply

@@ -4,7 +4,7 @@ answers and PROTOCOL_VERSION are in protocol.py."""
 
 from __future__ import annotations
 
-from typing import Literal, NotRequired, TypedDict, cast
+from typing import Literal, NamedTuple, NotRequired, TypedDict, cast
 
 
 class ExitAck(TypedDict):
@@ -23,6 +23,7 @@ class FlushRequest(TypedDict):
 class HookTarget(TypedDict):
     id: int
     address: str  # hex
+    size: int  # the function's bytes, 0 when unknown (then never the fast path: it patches 16 bytes and more)
 
 
 class SamplingConfig(TypedDict):
@@ -36,6 +37,15 @@ class HooksRequest(TypedDict):
     action: Literal["add", "remove"]
     functions: list[HookTarget]
     sampling: SamplingConfig
+    fastPath: bool  # native functions through Strobe's own trampolines where they may be (agent: fastpath.ts)
+
+
+class HookOptions(NamedTuple):
+    """How the agent hooks functions (the session's settings): sampling of hot functions, and the fast path."""
+
+    hot_calls_per_second: int
+    sample_every: int
+    fast_path: bool = True
 
 
 class Deref(TypedDict):
@@ -202,16 +212,16 @@ CRASH_ACK: CrashAck = {"type": "crash_ack"}
 
 
 def hooks_request(
-    request_id: int, action: Literal["add", "remove"], functions: list[tuple[int, int]],
-    hot_calls_per_second: int, sample_every: int,
+    request_id: int, action: Literal["add", "remove"], functions: list[tuple[int, int, int]], options: HookOptions,
 ) -> HooksRequest:
-    """`functions`: (function id, runtime address)."""
+    """`functions`: (function id, runtime address, size in bytes or 0)."""
     return {
         "type": "hooks",
         "requestId": request_id,
         "action": action,
-        "functions": [{"id": fid, "address": hex(address)} for fid, address in functions],
-        "sampling": {"hotCallsPerSecond": hot_calls_per_second, "sampleEvery": sample_every},
+        "functions": [{"id": fid, "address": hex(address), "size": size} for fid, address, size in functions],
+        "sampling": {"hotCallsPerSecond": options.hot_calls_per_second, "sampleEvery": options.sample_every},
+        "fastPath": options.fast_path,
     }
 
 

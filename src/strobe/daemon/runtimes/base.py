@@ -29,7 +29,7 @@ from typing import Any, Protocol, TypeVar
 from strobe.daemon.ingest import SlotTable, TraceIngest
 from strobe.daemon.symbols import SessionSymbols, TraceableFunction
 from strobe.instrument.protocol import ModuleInfo, WatchesUpdated
-from strobe.instrument.requests import StepPlan
+from strobe.instrument.requests import HookOptions, StepPlan
 from strobe.store.writer import Writer
 
 T = TypeVar("T")
@@ -52,8 +52,7 @@ class AgentHandle(Protocol):
     pid: int
     modules: list[ModuleInfo]
 
-    def update_hooks(self, action: Any, functions: list[tuple[int, int]], hot_calls_per_second: int,
-                     sample_every: int) -> Any: ...
+    def update_hooks(self, action: Any, functions: list[tuple[int, int, int]], options: HookOptions) -> Any: ...
 
     def set_watches(self, watches: dict[str, object]) -> WatchesUpdated: ...
 
@@ -112,7 +111,7 @@ class Runtime(ABC):
     @abstractmethod
     async def apply_hooks(
         self, run: Run[Any], handle: AgentHandle, add: Sequence[tuple[int, TraceableFunction]], remove: Sequence[int],
-        hot_calls_per_second: int, sample_every: int,
+        options: HookOptions,
     ) -> dict[int, str]:
         """Unhook `remove` (function slots), then hook `add` ((slot, function) pairs). Returns the slots that
         could not be hooked, with why. Raises instrument.handle.ProcessGone if the process went away."""

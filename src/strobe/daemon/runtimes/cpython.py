@@ -31,6 +31,7 @@ from strobe.daemon.runtimes.native import NativeRuntime
 from strobe.daemon.symbols import SessionSymbols, TraceableFunction
 from strobe.instrument import pytracer
 from strobe.instrument.protocol import ModuleInfo, WatchError, WatchesUpdated
+from strobe.instrument.requests import HookOptions
 from strobe.store.writer import Writer
 from strobe.symbols.index import FunctionInfo
 from strobe.symbols.patterns import Pattern
@@ -238,15 +239,15 @@ class CPythonRuntime(NativeRuntime):
 
     async def apply_hooks(
         self, run: Run[Any], handle: AgentHandle, add: Sequence[tuple[int, TraceableFunction]], remove: Sequence[int],
-        hot_calls_per_second: int, sample_every: int,
+        options: HookOptions,
     ) -> dict[int, str]:
         tracer = tracer_state(handle)
         python_add = [(slot, f) for slot, f in add if f.runtime == CPYTHON]
         python_remove = [slot for slot in remove if slot in tracer.targets]
         native_add = [(slot, f) for slot, f in add if f.runtime != CPYTHON]
         native_remove = [slot for slot in remove if slot not in tracer.targets]
-        failed = await super().apply_hooks(run, handle, native_add, native_remove, hot_calls_per_second,
-                                           sample_every) if native_add or native_remove else {}
+        failed = await super().apply_hooks(run, handle, native_add, native_remove,
+                                           options) if native_add or native_remove else {}
         if not (python_add or python_remove):
             return failed
         if tracer.state == "unsupported":

@@ -19,6 +19,7 @@ from strobe.daemon.ingest import SlotTable, TraceIngest
 from strobe.daemon.runtimes.base import AgentHandle, Run, Runtime, RuntimeKind, ValueRenderer
 from strobe.daemon.symbols import SessionSymbols, TraceableFunction, load_session_symbols, preload_main_index
 from strobe.instrument.protocol import ModuleInfo, WatchesUpdated
+from strobe.instrument.requests import HookOptions
 from strobe.store.registers import decode_retval, raw_arguments, raw_return_type, register_value
 from strobe.store.writer import Writer
 from strobe.symbols.hook_safety import HOOK_SAFETY
@@ -74,19 +75,18 @@ class NativeRuntime(Runtime):
 
     async def apply_hooks(
         self, run: Run[Any], handle: AgentHandle, add: Sequence[tuple[int, TraceableFunction]], remove: Sequence[int],
-        hot_calls_per_second: int, sample_every: int,
+        options: HookOptions,
     ) -> dict[int, str]:
         if remove:
-            await run(lambda: handle.update_hooks("remove", [(s, 0) for s in remove], hot_calls_per_second,
-                                                  sample_every))
+            await run(lambda: handle.update_hooks("remove", [(s, 0, 0) for s in remove], options))
         if not add:
             return {}
         failed = {slot: why if why == GO_HOOK_REFUSAL else
                   f"{why} (left unhooked; trace its callers or the functions it calls instead)"
                   for slot, why in (await asyncio.to_thread(unsafe_entries, add)).items()}
-        safe = [(s, f.runtime_address) for s, f in add if s not in failed]
+        safe = [(s, f.runtime_address, f.info.size) for s, f in add if s not in failed]
         if safe:
-            reply = await run(lambda: handle.update_hooks("add", safe, hot_calls_per_second, sample_every))
+            reply = await run(lambda: handle.update_hooks("add", safe, options))
             failed |= {failure.id: f"{failure.error} (too small to hook, or not code)" for failure in reply.failed}
         return failed
 

@@ -58,6 +58,7 @@ from strobe.daemon.runtimes.node_plan import NodePlan, forget_plan, plan_for
 from strobe.daemon.symbols import SessionSymbols, TraceableFunction
 from strobe.instrument import nodetracer
 from strobe.instrument.protocol import ModuleInfo
+from strobe.instrument.requests import HookOptions
 from strobe.paths import private_dir
 from strobe.store.writer import Writer
 from strobe.symbols.index import FunctionInfo
@@ -234,15 +235,15 @@ class NodeRuntime(NativeRuntime):
 
     async def apply_hooks(
         self, run: Run[Any], handle: AgentHandle, add: Sequence[tuple[int, TraceableFunction]], remove: Sequence[int],
-        hot_calls_per_second: int, sample_every: int,
+        options: HookOptions,
     ) -> dict[int, str]:
         js_add = [(slot, f) for slot, f in add if f.runtime == NODE]
         native_add = [(slot, f) for slot, f in add if f.runtime != NODE]
         plan = plan_for(handle)
         js_remove = [slot for slot in remove if plan is not None and slot in plan.targets]
         native_remove = [slot for slot in remove if slot not in js_remove]
-        failed = await super().apply_hooks(run, handle, native_add, native_remove, hot_calls_per_second,
-                                           sample_every) if native_add or native_remove else {}
+        failed = await super().apply_hooks(run, handle, native_add, native_remove,
+                                           options) if native_add or native_remove else {}
         if not (js_add or js_remove):
             return failed
         if plan is None:

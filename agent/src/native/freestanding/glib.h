@@ -1,6 +1,6 @@
-/* Stand-in for the glib.h of Frida's CModule runtime, written for tests/instrument/test_tracer_c.py: only the
-   types and macros agent/src/native/tracer.c and agent/src/common/output.c use, declared as CModule code
-   sees them on x86-64 Linux. */
+/* Stand-in for the glib.h of Frida's CModule runtime: only the types and macros the agent's C uses, declared as
+   CModule code sees them on x86-64 Linux. gcc builds fastpath.c against it (instrument/native_build.py), and
+   tests/instrument/test_tracer_c.py compiles every C file of the agent with it. */
 
 #ifndef STROBE_STUB_GLIB_H
 #define STROBE_STUB_GLIB_H
