@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 
-from bench import ingest, launch, node_bench, overhead, python_bench, report
+from bench import curves, ingest, launch, node_bench, overhead, python_bench, report
 from bench.harness import BENCH
 
 
@@ -56,13 +56,17 @@ async def collect(args: argparse.Namespace, build: Path) -> dict[str, Any]:
         print("· Node tracing: untraced loop under Strobe, per-call cost (Strobe, console.log wrapper) and events/s…",
               file=sys.stderr)
         results["node"] = await node_bench.run(quick)
+    if wanted("curves"):
+        print("· scaling curves: per traced call vs hooked functions, debug_query vs stored events, ingest vs "
+              "traced threads…", file=sys.stderr)
+        results["curves"] = await curves.run(build, quick)
     return results
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny workload, for the test suite")
-    parser.add_argument("--only", help="comma-separated sections: overhead,ingest,launch,symbols,python,node")
+    parser.add_argument("--only", help="comma-separated sections: overhead,ingest,launch,symbols,python,node,curves")
     parser.add_argument("--build", type=Path, default=BENCH / ".build", help="where targets are built and kept")
     parser.add_argument("--out", type=Path, default=BENCH / "results", help="directory for the JSON results")
     args = parser.parse_args(argv)

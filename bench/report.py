@@ -60,6 +60,7 @@ def verdicts(results: dict[str, Any]) -> list[dict[str, Any]]:
     launch = results.get("launch")
     if launch:
         out.append(_verdict("debug_launch response (warm)", launch["warm_median_s"], TARGET_LAUNCH_S, "lower", "s"))
+    out += _curve_verdicts(results.get("curves", {}))
     symbols = results.get("symbols")
     if symbols:
         out.append(_verdict("first hook, large binary, cold", symbols.get("first_hook_cold_s"),
@@ -67,6 +68,74 @@ def verdicts(results: dict[str, Any]) -> list[dict[str, Any]]:
         out.append(_verdict("first hook, large binary, cached", symbols.get("first_hook_cached_s"),
                             TARGET_FIRST_HOOK_CACHED_S, "lower", "s"))
     return out
+
+
+def _curve_verdicts(curves: dict[str, Any]) -> list[dict[str, Any]]:
+    """The curves carry one target, the issue's: debug_query p50 within TARGET_QUERY_P50_MS at every size (one row per
+    size: its slowest filter). A size over the store's cap is a row that says so."""
+    out: list[dict[str, Any]] = []
+    for size, point in curves.get("query", {}).get("points", {}).items():
+        metric = f"curve: debug_query p50 at {int(size):,} events, slowest filter"
+        if "cap" in point:
+            row = _verdict(metric, None, TARGET_QUERY_P50_MS, "lower", "ms")
+            row["note"] = f"not measured: {point['cap']}"
+            out.append(row)
+            continue
+        name, worst = max(((q, t["p50_ms"]) for q, t in point["query_latency"].items() if not q.startswith("(")),
+                          key=lambda item: item[1])
+        row = _verdict(metric, worst, TARGET_QUERY_P50_MS, "lower", "ms")
+        row["note"] += f" ({name}{'; ' + point['short'] if 'short' in point else ''})"
+        out.append(row)
+    return out
+
+
+def _curves_table(curves: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    hooks = curves.get("hooks")
+    if hooks:
+        lines.append(f"Curve: per traced call vs hooked functions, ns wall / thread CPU ({hooks['calls']:,} calls x "
+                     f"{hooks['reps']} per loop; a binary of {hooks['functions_in_binary']:,} functions):")
+        lines.append(f"  {'hooked':>7}  {'each called in turn':>20}  {'one of them called':>19}  "
+                     f"{'untraced all / one':>18}  {'debug_trace':>11}  events stored")
+        for point in hooks["points"].values():
+            wall, cpu, base, events = (point["per_call_ns"], point["per_call_thread_cpu_ns"], point["untraced_ns"],
+                                       point["events"])
+            lost = f" ({events['dropped']:,} dropped)" if events["dropped"] else ""
+            lines.append(f"  {point['hooked']:>7,}  {_fmt(wall['all']) + ' / ' + _fmt(cpu['all']):>20}  "
+                         f"{_fmt(wall['one']) + ' / ' + _fmt(cpu['one']):>19}  "
+                         f"{_fmt(base['all']) + ' / ' + _fmt(base['one']):>18}  {point['debug_trace_s']:>9.2f} s  "
+                         f"{events['stored']:,} of {events['expected']:,}{lost}")
+    query = curves.get("query")
+    if query:
+        lines.append(f"Curve: debug_query p50 ms vs events in the session (p95 in the JSON; {query['source']}):")
+        names = next((list(p["query_latency"]) for p in query["points"].values() if "query_latency" in p), [])
+        lines.append(f"  {'events':>10}  " + "  ".join(f"{_short(n):>8}" for n in names))
+        for size, point in query["points"].items():
+            if "cap" in point:
+                lines.append(f"  {int(size):>10,}  {point['cap']}")
+                continue
+            timings = point["query_latency"]
+            lines.append(f"  {int(size):>10,}  " + "  ".join(f"{_fmt(timings[n]['p50_ms']):>{max(8, len(_short(n)))}}"
+                                                           for n in names)
+                         + (f"  ({point['short']})" if "short" in point else ""))
+    ingest = curves.get("ingest")
+    if ingest:
+        lines.append(f"Curve: sustained ingest vs traced threads (paced() at {ingest['rate_calls_per_s']:,} calls/s in "
+                     f"all, {_fmt(ingest['seconds'])} s):")
+        lines.append(f"  {'threads':>7}  {'events/s':>9}  {'produced':>10}  {'stored':>10}  {'sampled':>8}  "
+                     f"{'dropped':>8}  {'unaccounted':>11}  {'catch-up s':>10}  peak RSS MB")
+        for point in ingest["points"].values():
+            seen = "" if point["threads_seen"] else "  (the last thread's calls are missing)"
+            counts = "  ".join(f"{point[k]:>{w},}" for k, w in (("produced_events", 10), ("stored_events", 10),
+                                                                ("sampled_events", 8), ("dropped_events", 8),
+                                                                ("unaccounted", 11)))
+            lines.append(f"  {point['threads']:>7}  {_fmt(point['events_per_s']):>9}  {counts}  "
+                         f"{_fmt(point['catch_up_s']):>10}  {_fmt(point['daemon_peak_rss_mb'])}{seen}")
+    return lines
+
+
+def _short(query: str) -> str:
+    return "MCP round trip" if query.startswith("(MCP round trip") else query
 
 
 def _python_verdicts(python: dict[str, Any]) -> list[dict[str, Any]]:
@@ -161,6 +230,7 @@ def table(results: dict[str, Any]) -> str:
     lines += _python_table(results.get("python", {}))
     if results.get("node"):
         lines += node_bench.table(results["node"])
+    lines += _curves_table(results.get("curves", {}))
     symbols = results.get("symbols")
     if symbols:
         lines.append("Function index: " + ", ".join(f"{k} {_fmt(v)}" for k, v in symbols.items()))

@@ -34,6 +34,7 @@ def test_quick_benchmark_produces_every_figure(tmp_path: Path) -> None:
     assert set(run["query_latency"]) >= {"no filter", "function contains", "eventType", "minDurationNs",
                                          "time range", "returnValue"}
     assert results["launch"]["warm_median_s"] > 0
+    assert set(results["curves"]) >= {"hooks", "query", "ingest"}, list(results["curves"])
     metrics = {v["metric"] for v in document["verdicts"]}
     assert "traced-call overhead, Strobe" in metrics and "sustained events/s into the store" in metrics
     assert "target" in done.stdout and "verdict" in done.stdout
@@ -62,3 +63,17 @@ def check_python_section(python: dict[str, Any], metrics: set[str]) -> None:
     sustained = figures["sustained"]
     assert sustained["unaccounted"] == 0 and sustained["stored_events"] > 0, sustained
     assert f"Python {version}: sustained events/s into the store" in metrics
+
+
+@pytest.mark.timeout(300)
+def test_storage_study_runs_quick(tmp_path: Path) -> None:
+    # bench/storage_options.py (issue 20's measurement of storage designs) at toy sizes: every option that can run
+    # here stores and answers; DuckDB's is skipped without the package (scripts/bench-deps.sh installs it).
+    out = tmp_path / "storage.json"
+    done = subprocess.run([sys.executable, "-m", "bench.storage_options", "--quick", "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(out.read_text())
+    for option in ("a", "b", "d", "e"):
+        stage = figures[option]["stages"][0]
+        assert stage["added"] == stage["events"] > 0, (option, stage)
