@@ -6,8 +6,9 @@ from typing import Any
 
 from bench import node_bench
 
-TARGET_CALL_NS = 700
-TARGET_VS_FRIDA_TRACE = 20
+TARGET_CALL_NS = 150  # issue 20: uftrace's class
+TARGET_VS_FRIDA_TRACE = 40
+TARGET_VS_UFTRACE = 1.5  # Strobe's per-call cost at most this many times uftrace -P's, same run
 TARGET_EVENTS_PER_S = 250_000
 TARGET_QUERY_P50_MS = 10
 TARGET_LAUNCH_S = 1.0
@@ -41,6 +42,9 @@ def verdicts(results: dict[str, Any]) -> list[dict[str, Any]]:
         frida = peers.get("frida-trace")
         if isinstance(frida, float) and isinstance(strobe, float) and strobe > 0:
             out.append(_verdict("frida-trace / Strobe per call", frida / strobe, TARGET_VS_FRIDA_TRACE, "higher", "x"))
+        uftrace = peers.get("uftrace")
+        if isinstance(uftrace, float) and isinstance(strobe, float) and uftrace > 0:
+            out.append(_verdict("Strobe / uftrace -P per call", strobe / uftrace, TARGET_VS_UFTRACE, "lower", "x"))
     runs = results.get("ingest", {}).get("runs", {})
     if runs:
         first = next(iter(runs.values()))

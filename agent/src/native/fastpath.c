@@ -104,7 +104,7 @@ static void
 lost (void)
 {
   static const gchar message[] = "strobe: a traced function returned into Strobe's return thunk with no record "
-      "of its caller (the thread switched stacks?): set trace.fastPath to false for this program\n";
+      "of its caller (the thread switched stacks?): set trace.fastPath to 0 for this program\n";
   write (2, message, sizeof (message) - 1);
   abort ();
 }
