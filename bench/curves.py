@@ -265,19 +265,8 @@ async def _ingest_point(daemon: Daemon, binary: Path, threads: int, rate: int, s
     warnings = page.get("warnings", [])
     sampled, dropped = ingest._counts(warnings)
     stored = page["totalCount"] + ingest._trimmed(warnings)
-    return {
-        "threads": threads,
-        "threads_seen": last["totalCount"] > 0,
-        "offered_events_per_s": 2 * rate,
-        "produced_events": 2 * calls,
-        "stored_events": stored,
-        "sampled_events": sampled,
-        "dropped_events": dropped,
-        "unaccounted": 2 * calls - stored - sampled - dropped,
-        "events_per_s": stored / (stored_at - started),
-        "catch_up_s": stored_at - produced_at,
-        "daemon_peak_rss_mb": peak[0] / 2**20,
-    }
+    return {"threads": threads, "threads_seen": last["totalCount"] > 0, "offered_events_per_s": 2 * rate,
+            **ingest.flow(calls, stored, sampled, dropped, started, produced_at, stored_at, peak[0])}
 
 
 async def ingest_curve(daemon: Daemon, build: Path, counts: tuple[int, ...], rate: int, seconds: float

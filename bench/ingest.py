@@ -46,6 +46,22 @@ def _counts(warnings: list[str]) -> tuple[int, int]:
     return sampled, dropped
 
 
+def flow(calls: int, stored: int, sampled: int, dropped: int, started: float, produced_at: float, stored_at: float,
+         peak_rss: int) -> dict[str, Any]:
+    """What happened to the 2 * `calls` events a traced program produced: stored, sampled, dropped (counted) and
+    unaccounted (silent loss), the rate stored, how long the store took to catch up, the daemon's peak RSS."""
+    return {
+        "produced_events": 2 * calls,
+        "stored_events": stored,
+        "sampled_events": sampled,
+        "dropped_events": dropped,
+        "unaccounted": 2 * calls - stored - sampled - dropped,
+        "events_per_s": stored / (stored_at - started),
+        "catch_up_s": stored_at - produced_at,
+        "daemon_peak_rss_mb": peak_rss / 2**20,
+    }
+
+
 async def _peak_rss(pid: int, stop: anyio.Event, peak: list[int]) -> None:
     process = psutil.Process(pid)
     while not stop.is_set():
@@ -108,17 +124,8 @@ async def _session(build: Path, rate: int, seconds: float, keep: int, rounds: in
             # Events the FIFO limit dropped later were stored first; the oldest ones include stdout lines
             # (the target prints two: "ready" and "done N").
             stored = kept + _trimmed(page.get("warnings", [])) - (2 - stdout_kept)
-            result = {
-                "produced_events": 2 * calls,
-                "stored_events": stored,
-                "sampled_events": sampled,
-                "dropped_events": dropped,
-                "unaccounted": 2 * calls - stored - sampled - dropped,
-                "events_per_s": stored / (stored_at - started),
-                "catch_up_s": stored_at - produced_at,
-                "daemon_peak_rss_mb": peak[0] / 2**20,
-                "session_events": kept,
-            }
+            result = flow(calls, stored, sampled, dropped, started, produced_at, stored_at, peak[0])
+            result["session_events"] = kept
             result["query_latency"] = await _latencies(client, sid, rounds)
             return result
     finally:
