@@ -17,7 +17,6 @@ import { cPrelude } from "./layout.js";
 export interface TracerModules {
   tracer: CModule;
   fast: CModule;
-  fastBuiltBy: "gcc" | "tinycc";
 }
 
 export function createTracerModules(shared: NativePointer): TracerModules {
@@ -42,12 +41,12 @@ export function createTracerModules(shared: NativePointer): TracerModules {
   const built = tsc ? FASTPATH_SO.tsc : FASTPATH_SO.plain;
   if (built !== "") {
     try {
-      return { tracer, fast: new CModule(hexBytes(built), symbols), fastBuiltBy: "gcc" };
+      return { tracer, fast: new CModule(hexBytes(built), symbols) };
     } catch (e) {
       emit({ type: "log", level: "warning", message: `the fast path's gcc build did not load (${e}): TinyCC's used` });
     }
   }
-  return { tracer, fast: new CModule(cPrelude(tsc) + FASTPATH_C, symbols), fastBuiltBy: "tinycc" };
+  return { tracer, fast: new CModule(cPrelude(tsc) + FASTPATH_C, symbols) };
 }
 
 function hexBytes(hex: string): ArrayBuffer {

@@ -19,7 +19,6 @@
 #include "tracer.h"
 #include "recording.h"
 
-
 #define SHADOW_FIRST 256u
 #define SHADOW_MAX 65536u
 

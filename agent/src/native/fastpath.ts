@@ -1,6 +1,6 @@
 // The native tracer's fast path: a traced function is sent by Interceptor.replaceFast to a small stub of ours
 // instead of Frida's attach trampolines. The stub loads the function's id and jumps to the enter thunk, which saves
-// the argument registers (rdi-r9, rax, r10, xmm0-7), calls tracer.c's fast_enter (the enter record; the caller's
+// the argument registers (rdi-r9, rax, r10, xmm0-7), calls fastpath.c's fast_enter (the enter record; the caller's
 // return address pushed on the thread's shadow stack and replaced by the return thunk's), restores them and jumps
 // into the original (replaceFast's relocated prologue). The function returns into the return thunk, which saves the
 // return registers (rax, rdx, xmm0, xmm1), calls fast_exit (the exit record; the real return address popped) and
@@ -8,10 +8,10 @@
 //
 // What a replaced return address means for the rest of the agent, and how it is handled:
 // - An unwinder reading the stack stops at the return thunk (it has no unwind information). So before one walks a
-//   thread's stack, that thread's real return addresses are put back (tracer.c's shadow_restore), and afterwards
-//   the frames still alive return through the thunk again (shadow_rehook): around C++ and Rust exceptions
-//   (_Unwind_RaiseException, _Unwind_Resume_or_Rethrow, _Unwind_ForcedUnwind until __cxa_begin_catch), around
-//   _Unwind_Backtrace, and while a thread is held at a breakpoint or reports a crash (common/stacks.ts).
+//   thread's stack, that thread's real return addresses are put back (fastpath.c's shadow_restore), and afterwards
+//   the frames still alive return through the thunk again (shadow_rehook): from libgcc's unwinder entry points
+//   (exceptions until __cxa_begin_catch, _Unwind_Backtrace until the thread's next traced call or return:
+//   unwinding.ts), and while a thread is held at a breakpoint or reports a crash (common/stacks.ts).
 // - A function replaced this way cannot also be attached to by Interceptor (a breakpoint at its entry, a step
 //   entering it, a trap in its first bytes): those ask `yieldTo(address)` first, and the tracer moves the function
 //   to the attach path (Frida's trampolines, which coexist with other listeners).
@@ -42,8 +42,8 @@ export interface Thunks {
   unwind: NativePointer; // r10 = kind, r11 = where the original's address is: shadow_unwinding (kind), then on
 }
 
-// Both thunks, in one executable page that is never freed (return addresses may point into it until the process
-// ends).
+// The enter, return and unwinder thunks, in one executable page that is never freed (return addresses may point
+// into it until the process ends).
 export function writeThunks(fastEnter: NativePointer, fastExit: NativePointer, unwinding: NativePointer): Thunks {
   const page = Memory.alloc(Process.pageSize);
   Memory.protect(page, Process.pageSize, "rwx");
@@ -103,8 +103,9 @@ export function writeThunks(fastEnter: NativePointer, fastExit: NativePointer, u
 }
 
 // Per function id, a stub `mov r11, id; jmp enter`: written once, kept for the process's life. A stub lies within
-// ±2 GB of its function, so that replaceFast patches the function's entry with a 5-byte jump: a far one takes 14
-// bytes, more than a small function has (the bytes past its end are the next function's).
+// ±2 GB of its function, so the function's entry jumps to it directly (a far target takes an indirect jump through
+// memory). Whatever the distance, replaceFast patches 16 bytes and more: tracer.ts leaves shorter functions to the
+// attach path.
 export class Stubs {
   private readonly byId = new Map<number, NativePointer>();
   private readonly pages: { page: NativePointer; used: number }[] = []; // kept referenced: the GC would free them

@@ -49,7 +49,8 @@ import {
 import { UnwindHooks } from "./unwinding.js";
 import { JsWatches } from "./watches.js";
 
-// How a function is hooked: Frida's trampolines (`listener`), or the fast path (`fast`: replaced at `address`).
+// How a function is hooked: Frida's trampolines (`listener`), or the fast path (`listener` null: replaced at
+// `address` by Interceptor.replaceFast).
 interface Hook {
   address: NativePointer;
   listener: InvocationListener | null;
@@ -95,7 +96,6 @@ export class NativeTracer implements RuntimeTracer {
   private namesTail = 0;
   private readonly module: CModule; // tracer.c: the attach path, the drain
   private readonly fast: CModule; // fastpath.c
-  readonly fastBuiltBy: "gcc" | "tinycc";
   private readonly drainFn: NativeFunction<number, [number]>;
   private readonly listeners = new Map<number, Hook>();
   private readonly fastAt = new Map<string, number>(); // the fast path's functions: address -> id
@@ -129,7 +129,6 @@ export class NativeTracer implements RuntimeTracer {
     const modules = createTracerModules(this.shared);
     this.module = modules.tracer;
     this.fast = modules.fast;
-    this.fastBuiltBy = modules.fastBuiltBy;
     this.drainFn = new NativeFunction(this.module.drain, "uint32", ["uint32"]);
     const watches = this.jsWatches;
     const follower = this.follower;
